@@ -1,0 +1,115 @@
+"""`worthit ask`: the verdict at once, the explanation streamed after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from worthit.answer.pipeline import Answerer, Finished, VerdictReady
+from worthit.cli.market import build_demo
+from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.progress import stderr
+from worthit.cli.render import answer_json, print_timings, print_unresolved, print_verdict
+from worthit.decide.decider import DecisionStatus
+from worthit.engine.model_files import MODEL_ENV, ModelNotFoundError, resolve_model_path
+from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
+from worthit.market.store import MarketStore
+
+EXIT_UNKNOWN = 3
+EXIT_AMBIGUOUS = 4
+
+
+def ask_command(
+    question: Annotated[str, typer.Argument(help="The shopper's question, English or Chinese.")],
+    db: DbOption = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
+    ] = None,
+    sku: Annotated[
+        str | None, typer.Option(help="Skip product resolution: ask about this SKU.")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, max=512)] = DEFAULT_MAX_TOKENS,
+    no_llm: Annotated[
+        bool, typer.Option("--no-llm", help="Template explanation only; no model is loaded.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Is it worth buying? Prints the verdict, then streams the explanation."""
+    if not question.strip():
+        stderr.print("[red]error:[/] the question is empty")
+        raise typer.Exit(2)
+    streamer = None
+    if not no_llm:
+        try:
+            path = resolve_model_path(model)
+        except ModelNotFoundError as exc:
+            stderr.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2) from None
+        from worthit.engine.llama_stream import LlamaStreamer
+
+        streamer = LlamaStreamer(path)
+    store = _open_or_build(db_path(db))
+    if sku is not None and not store.has_sku(sku):
+        stderr.print(f"[red]error:[/] unknown sku {sku!r}")
+        raise typer.Exit(EXIT_UNKNOWN)
+    answerer = Answerer(store, streamer, max_tokens=max_tokens)
+    out = Console(highlight=False, soft_wrap=True)
+    finished: Finished | None = None
+    for event in answerer.ask(question, sku=sku):
+        if isinstance(event, VerdictReady):
+            if not as_json:
+                _show_decision(out, event)
+        elif isinstance(event, Delta):
+            if not as_json:
+                out.print(event.text, end="", markup=False)
+        else:
+            finished = event
+    assert finished is not None
+    if as_json:
+        print(json.dumps(answer_json(finished), ensure_ascii=False))
+    else:
+        _show_end(out, finished)
+    status = finished.decision.status
+    if status is DecisionStatus.UNKNOWN_PRODUCT or status is DecisionStatus.NOT_UNDERSTOOD:
+        raise typer.Exit(EXIT_UNKNOWN)
+    if status is DecisionStatus.AMBIGUOUS:
+        raise typer.Exit(EXIT_AMBIGUOUS)
+
+
+def _open_or_build(path: Path) -> MarketStore:
+    fresh = not path.exists()
+    store = MarketStore(path)
+    if fresh or store.count_products() == 0:
+        stderr.print(f"no market at {path}: building the demo market first")
+        build_demo(store)
+    return store
+
+
+def _show_decision(out: Console, event: VerdictReady) -> None:
+    decision = event.decision
+    if decision.status is DecisionStatus.ANSWERED:
+        print_verdict(out, decision)
+        out.print()
+    else:
+        print_unresolved(out, decision)
+
+
+def _show_end(out: Console, finished: Finished) -> None:
+    explanation = finished.explanation
+    if explanation is not None:
+        if explanation.source == "template":
+            if explanation.streamed:
+                out.print(
+                    f"\n[dim](model text withdrawn: {explanation.fallback_reason} "
+                    f"{', '.join(explanation.ungrounded)})[/]"
+                )
+            out.print(explanation.text, markup=False)
+        else:
+            out.print()
+        out.print(f"[dim]explanation: {explanation.source}[/]")
+    print_timings(out, finished)

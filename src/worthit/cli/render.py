@@ -1,0 +1,212 @@
+"""How answers and fact sheets look: on a terminal, and as JSON for machines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from worthit.answer.pipeline import Finished
+from worthit.decide.decider import Decision, DecisionStatus
+from worthit.facts.sheet import FactSheet
+
+_COLOURS = {"BUY": "bold green", "WAIT": "bold yellow", "SKIP": "bold red"}
+
+
+def answer_json(finished: Finished) -> dict[str, Any]:
+    decision = finished.decision
+    explanation = finished.explanation
+    verdict = decision.verdict
+    sheet = decision.sheet
+    data: dict[str, Any] = {
+        "question": decision.question,
+        "status": decision.status.value,
+        "intent": decision.intent.kind.value,
+        "language": decision.language,
+        "verdict": verdict.kind.value if verdict else None,
+        "confidence": verdict.confidence if verdict else None,
+        "reasons": [r.to_dict() for r in verdict.reasons] if verdict else [],
+        "sku": sheet.sku if sheet else None,
+        "title": sheet.title if sheet else None,
+        "explanation": explanation.text if explanation else None,
+        "explanation_source": explanation.source if explanation else None,
+        "finish_reason": explanation.finish_reason if explanation else None,
+        "data_age_ms": sheet.data_age_ms if sheet else None,
+        "facts_version": sheet.version if sheet else None,
+        "timings_ms": finished.timings_ms,
+    }
+    if explanation and explanation.fallback_reason:
+        data["fallback_reason"] = explanation.fallback_reason
+        data["ungrounded"] = list(explanation.ungrounded)
+    if decision.summary:
+        data["summary"] = [r.to_dict() for r in decision.summary]
+    if decision.compared:
+        data["compared"] = [
+            {
+                "sku": j.sheet.sku,
+                "title": j.sheet.title,
+                "verdict": j.verdict.kind.value,
+                "confidence": j.verdict.confidence,
+                "facts_version": j.sheet.version,
+            }
+            for j in decision.compared
+        ]
+    if decision.ranking:
+        data["ranking"] = [
+            {
+                "rank": i.rank,
+                "sku": i.sku,
+                "title": i.title,
+                "metric": i.metric,
+                "value": i.value,
+                "count": i.count,
+            }
+            for i in decision.ranking
+        ]
+    if decision.status in (DecisionStatus.AMBIGUOUS, DecisionStatus.UNKNOWN_PRODUCT):
+        data["candidates"] = [
+            {
+                "mention": r.mention,
+                "status": r.status.value,
+                "candidates": [
+                    {"sku": c.sku, "title": c.title, "score": c.score} for c in r.candidates
+                ],
+            }
+            for r in decision.resolutions
+        ]
+    return data
+
+
+def print_verdict(console: Console, decision: Decision) -> None:
+    verdict, sheet = decision.verdict, decision.sheet
+    if verdict is None or sheet is None:
+        for reason in decision.summary:
+            console.print(reason.text, highlight=False)
+        return
+    colour = _COLOURS.get(verdict.kind.value, "bold")
+    console.print(
+        f"[{colour}]{verdict.kind.value}[/] (confidence {verdict.confidence:.2f})  "
+        f"{sheet.title} [dim]\\[{sheet.sku}][/]",
+        highlight=False,
+    )
+    for reason in decision.summary:
+        console.print(f"  {reason.text}", highlight=False)
+    for reason in verdict.reasons:
+        console.print(f"  • {reason.text} [dim]({reason.code})[/]", highlight=False)
+
+
+def print_unresolved(console: Console, decision: Decision) -> None:
+    if decision.status is DecisionStatus.NOT_UNDERSTOOD:
+        console.print(
+            "[red]Could not find a product or category in the question.[/] "
+            'Try e.g. "Is the Aurora NC700 worth buying?"'
+        )
+        return
+    for resolution in decision.resolutions:
+        if resolution.status.value == "resolved":
+            continue
+        label = "ambiguous" if resolution.status.value == "ambiguous" else "unknown product"
+        console.print(f"[red]{label}:[/] {resolution.mention!r}", highlight=False)
+        if resolution.candidates:
+            console.print("  closest matches:")
+            for c in resolution.candidates:
+                console.print(
+                    f"    {c.sku:>6}  {c.title}  [dim]({c.score:.0f})[/]", highlight=False
+                )
+
+
+def print_timings(console: Console, finished: Finished) -> None:
+    parts = [f"{k} {v:.1f} ms" for k, v in finished.timings_ms.items()]
+    console.print("[dim]timings: " + " · ".join(parts) + "[/]", highlight=False)
+    sheet = finished.decision.sheet
+    if sheet is not None:
+        console.print(
+            f"[dim]data age {format_age(sheet.data_age_ms)} · facts {sheet.version}[/]",
+            highlight=False,
+        )
+
+
+def format_age(ms: int) -> str:
+    if ms < 0:
+        return "unknown"
+    seconds = ms // 1000
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    return f"{hours // 24}d{hours % 24:02d}h"
+
+
+def facts_table(sheet: FactSheet) -> Table:
+    table = Table(title=f"{sheet.title} [{sheet.sku}]", show_header=False, title_justify="left")
+    table.add_column("fact", style="dim")
+    table.add_column("value")
+    cur = sheet.currency
+    rows: list[tuple[str, str]] = [
+        ("brand / category", f"{sheet.brand} / {sheet.category}"),
+        ("current price", f"{_m(sheet.current_price)} {cur} at {sheet.current_price_at or '—'}"),
+        ("seller's list price", f"{_m(sheet.list_price)} (not trusted)"),
+    ]
+    for w in sheet.windows:
+        rows.append(
+            (
+                f"{w.days}-day min / avg / median",
+                f"{_m(w.min)} / {_m(w.avg)} / {_m(w.median)}  ({w.observations} obs)",
+            )
+        )
+    r = sheet.rating
+    rows += [
+        (
+            "all-time low / high",
+            f"{_m(sheet.all_time_low)} ({sheet.all_time_low_at or '—'}) / "
+            f"{_m(sheet.all_time_high)}",
+        ),
+        ("90-day percentile", _n(sheet.percentile_90d)),
+        ("30-day trend", f"{_n(sheet.trend_30d_pct)}%"),
+        ("90-day volatility", f"{_n(sheet.volatility_90d_pct)}%"),
+        (
+            "tracked",
+            f"{sheet.days_tracked} days, {sheet.observations} observations, "
+            f"since {sheet.first_seen or '—'}",
+        ),
+        (
+            "rating (Bayesian)",
+            f"{_n(r.bayesian)} from {r.count} reviews "
+            f"(mean {_n(r.mean)}, category prior {r.prior_mean})",
+        ),
+        (
+            "recent rating",
+            f"{_n(r.recent_mean)} over 30 days ({r.recent_count} reviews), "
+            f"earlier {_n(r.earlier_mean)}, trend {_n(r.trend)}",
+        ),
+        ("stock", f"{sheet.stock if sheet.stock is not None else '—'} at {sheet.stock_at or '—'}"),
+        (
+            "active promotions",
+            "; ".join(f"{p.name} {_m(p.price)} until {p.ends}" for p in sheet.active_promotions)
+            or "none",
+        ),
+        (
+            "upcoming promotions",
+            "; ".join(f"{p.name} {_m(p.price)} from {p.starts}" for p in sheet.upcoming_promotions)
+            or "none",
+        ),
+        ("sales, last 3 days", str(sheet.sales_3d)),
+        ("facts version", f"{sheet.version} (revision {sheet.revision})"),
+        ("data age", format_age(sheet.data_age_ms)),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def _m(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def _n(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"

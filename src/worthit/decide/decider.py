@@ -1,0 +1,289 @@
+"""Question → decision: intent, product resolution, facts, verdict. No LLM anywhere here.
+
+compare and top_n answer from the same fact sheets and the same rules as a single
+product question, so every product in an answer is judged the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+
+from worthit.decide.intent import Intent, IntentKind, parse_intent
+from worthit.decide.phrasing import number, sentence
+from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
+from worthit.decide.rules import decide_verdict
+from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.facts.builder import PRIOR_WEIGHT
+from worthit.facts.cache import FactsCache
+from worthit.facts.sheet import FactSheet
+from worthit.facts.stats import bayesian_average
+from worthit.market.categories import BY_KEY
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import DAY_MS, from_ms, now_ms
+
+DEFAULT_TOP_N = 3
+MAX_TOP_N = 10
+DEFAULT_TOP_WINDOW_DAYS = 7
+MIN_WINDOW_REVIEWS = 3
+
+
+class DecisionStatus(StrEnum):
+    ANSWERED = "answered"
+    AMBIGUOUS = "ambiguous"
+    UNKNOWN_PRODUCT = "unknown_product"
+    NOT_UNDERSTOOD = "not_understood"
+
+
+@dataclass(frozen=True, slots=True)
+class RankedItem:
+    rank: int
+    sku: str
+    title: str
+    metric: str
+    value: float
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """One product with its facts and verdict, as compare lists them."""
+
+    sheet: FactSheet
+    verdict: Verdict
+
+
+@dataclass
+class Decision:
+    question: str
+    intent: Intent
+    status: DecisionStatus
+    verdict: Verdict | None = None
+    sheet: FactSheet | None = None
+    resolutions: tuple[Resolution, ...] = ()
+    compared: tuple[Judged, ...] = ()
+    ranking: tuple[RankedItem, ...] = ()
+    summary: tuple[Reason, ...] = ()
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def language(self) -> str:
+        return self.intent.language
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + (now - self._last) * 1000, 3)
+        self._last = now
+
+
+_RANK = {
+    VerdictKind.BUY: 3,
+    VerdictKind.WAIT: 2,
+    VerdictKind.INSUFFICIENT_DATA: 1,
+    VerdictKind.SKIP: 0,
+}
+
+
+class Decider:
+    def __init__(self, facts: FactsCache, resolver: ProductResolver) -> None:
+        self.facts = facts
+        self.resolver = resolver
+
+    @property
+    def store(self) -> MarketStore:
+        return self.facts.builder.store
+
+    def decide(self, question: str, sku: str | None = None) -> Decision:
+        clock = _Clock()
+        intent = parse_intent(question)
+        clock.lap("intent")
+        if sku is not None:
+            return self._single(question, intent, sku, (), clock)
+        if intent.kind is IntentKind.TOP_N:
+            return self._top_n(question, intent, clock)
+        if not intent.mentions:
+            return self._finish(Decision(question, intent, DecisionStatus.NOT_UNDERSTOOD), clock)
+        resolutions = tuple(self.resolver.resolve(m) for m in intent.mentions)
+        clock.lap("resolve")
+        unresolved = [r for r in resolutions if r.status is not ResolutionStatus.RESOLVED]
+        if unresolved:
+            status = (
+                DecisionStatus.UNKNOWN_PRODUCT
+                if any(r.status is ResolutionStatus.UNKNOWN for r in unresolved)
+                else DecisionStatus.AMBIGUOUS
+            )
+            return self._finish(Decision(question, intent, status, resolutions=resolutions), clock)
+        skus = list(dict.fromkeys(r.sku for r in resolutions if r.sku))
+        if intent.kind is IntentKind.COMPARE and len(skus) >= 2:
+            return self._compare(question, intent, skus, resolutions, clock)
+        return self._single(question, intent, skus[0], resolutions, clock)
+
+    def _single(
+        self,
+        question: str,
+        intent: Intent,
+        sku: str,
+        resolutions: tuple[Resolution, ...],
+        clock: _Clock,
+    ) -> Decision:
+        sheet = self.facts.get(sku)
+        clock.lap("facts")
+        if sheet is None:
+            return self._finish(
+                Decision(question, intent, DecisionStatus.UNKNOWN_PRODUCT, resolutions=resolutions),
+                clock,
+            )
+        verdict = decide_verdict(sheet, intent.language)
+        clock.lap("verdict")
+        decision = Decision(
+            question,
+            intent,
+            DecisionStatus.ANSWERED,
+            verdict=verdict,
+            sheet=sheet,
+            resolutions=resolutions,
+        )
+        return self._finish(decision, clock)
+
+    def _compare(
+        self,
+        question: str,
+        intent: Intent,
+        skus: list[str],
+        resolutions: tuple[Resolution, ...],
+        clock: _Clock,
+    ) -> Decision:
+        judged: list[Judged] = []
+        for sku in skus:
+            sheet = self.facts.get(sku)
+            if sheet is not None:
+                judged.append(Judged(sheet, decide_verdict(sheet, intent.language)))
+        clock.lap("facts")
+        ranked = sorted(judged, key=_compare_key, reverse=True)
+        best, other = ranked[0], ranked[1]
+        tie = _compare_key(best) == _compare_key(other)
+        values = {
+            "title": best.sheet.title,
+            "kind": best.verdict.kind.value,
+            "other_title": other.sheet.title,
+            "other_kind": other.verdict.kind.value,
+        }
+        code = "compare_tie" if tie else "compare_pick"
+        pick = Reason(
+            code,
+            Polarity.INFO,
+            {"sku": best.sheet.sku, "other_sku": other.sheet.sku},
+            sentence(code, intent.language, values),
+        )
+        clock.lap("verdict")
+        return self._finish(
+            Decision(
+                question,
+                intent,
+                DecisionStatus.ANSWERED,
+                verdict=best.verdict,
+                sheet=best.sheet,
+                resolutions=resolutions,
+                compared=tuple(ranked),
+                summary=(pick,),
+            ),
+            clock,
+        )
+
+    def _top_n(self, question: str, intent: Intent, clock: _Clock) -> Decision:
+        n = min(MAX_TOP_N, intent.n or DEFAULT_TOP_N)
+        days = intent.window_days or DEFAULT_TOP_WINDOW_DAYS
+        metric = intent.metric or "sales"
+        now = now_ms()
+        if metric == "rating":
+            items = self._top_rated(intent.category, days, n, now)
+        else:
+            items = self._top_selling(intent.category, days, n, now)
+        clock.lap("facts")
+        category = BY_KEY.get(intent.category or "")
+        category_name = (
+            (category.zh if intent.language == "zh" else category.en) if category else "products"
+        )
+        if not items:
+            summary: tuple[Reason, ...] = (
+                Reason(
+                    "top_empty",
+                    Polarity.INFO,
+                    {"days": days},
+                    sentence(
+                        "top_empty", intent.language, {"days": days, "category": category_name}
+                    ),
+                ),
+            )
+        else:
+            code = "top_rating" if metric == "rating" else "top_sales"
+            summary = tuple(
+                Reason(
+                    code,
+                    Polarity.INFO,
+                    {"rank": item.rank, "value": item.value, "count": item.count, "days": days},
+                    sentence(
+                        code,
+                        intent.language,
+                        {
+                            "rank": item.rank,
+                            "title": item.title,
+                            "value": number(item.value) if metric == "rating" else int(item.value),
+                            "count": item.count,
+                            "days": days,
+                        },
+                    ),
+                )
+                for item in items
+            )
+        clock.lap("verdict")
+        return self._finish(
+            Decision(
+                question, intent, DecisionStatus.ANSWERED, ranking=tuple(items), summary=summary
+            ),
+            clock,
+        )
+
+    def _top_selling(self, category: str | None, days: int, n: int, now: int) -> list[RankedItem]:
+        today = from_ms(now).date()
+        since = (today - timedelta(days=days - 1)).isoformat()
+        rows = self.store.top_by_sales(category, since, today.isoformat(), n)
+        return [
+            RankedItem(i + 1, sku, self.resolver.title(sku), "sales", float(units), units)
+            for i, (sku, units) in enumerate(rows)
+            if units > 0
+        ]
+
+    def _top_rated(self, category: str | None, days: int, n: int, now: int) -> list[RankedItem]:
+        rows = self.store.ratings_in_window(category, now - days * DAY_MS, now)
+        scored = []
+        for sku, count, total in rows:
+            if count < MIN_WINDOW_REVIEWS:
+                continue
+            prior = self.facts.builder.category_prior(category or "")
+            value = bayesian_average(total, count, prior, PRIOR_WEIGHT)
+            scored.append((round(value, 2), count, sku))
+        scored.sort(key=lambda x: (-x[0], -x[1], x[2]))
+        return [
+            RankedItem(i + 1, sku, self.resolver.title(sku), "rating", value, count)
+            for i, (value, count, sku) in enumerate(scored[:n])
+        ]
+
+    @staticmethod
+    def _finish(decision: Decision, clock: _Clock) -> Decision:
+        decision.timings_ms = dict(clock.timings)
+        decision.timings_ms["decide_total"] = round(sum(clock.timings.values()), 3)
+        return decision
+
+
+def _compare_key(judged: Judged) -> tuple[int, float, float]:
+    rating = judged.sheet.rating.bayesian or 0.0
+    return (_RANK[judged.verdict.kind], rating, judged.verdict.confidence)

@@ -1,0 +1,106 @@
+"""One sentence per reason code, in English and Chinese.
+
+The numbers are formatted here and nowhere else, so what a reason says is exactly
+what its `numbers` hold, and the grounding guard can trust both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_EN: dict[str, str] = {
+    "no_price": "There is no recorded price for this product yet.",
+    "few_observations": (
+        "Only {observations} price observations over {days_tracked} days; worthit needs at "
+        "least {min_observations} before judging the price."
+    ),
+    "near_all_time_low": (
+        "At {current} it is within {gap_pct}% of its all-time low of {low} (seen {low_at})."
+    ),
+    "at_all_time_low": "At {current} it is at its all-time low (last seen {low_at}).",
+    "low_not_established": (
+        "Tracked for {days_tracked} days, so its all-time low of {low} is not yet a reliable "
+        "benchmark (worthit wants {min_days} days)."
+    ),
+    "below_90d_avg": "It is {delta_pct}% below its 90-day average of {avg90}.",
+    "above_90d_avg": "It is {delta_pct}% above its 90-day average of {avg90}.",
+    "near_90d_avg": "It is close to its 90-day average of {avg90}.",
+    "low_percentile": "Today's price is lower than {share}% of prices in the last 90 days.",
+    "high_percentile": "Today's price is higher than {share}% of prices in the last 90 days.",
+    "price_falling": "The price has fallen {drop_pct}% over the last 30 days.",
+    "was_price_untrusted": (
+        'The seller\'s "was" price of {list_price} is ignored: the 90-day median is {median90}.'
+    ),
+    "upcoming_sale": "{name} starts in {days} days at {promo_price}, {saving_pct}% below today.",
+    "active_promotion": "{name} is on until {ends} at {promo_price}.",
+    "quality_floor": (
+        "Its rating is low: {rating}/5 from {count} reviews, adjusted for its category."
+    ),
+    "rating_falling": (
+        "Recent reviews are worse: {recent}/5 over the last {recent_days} days against "
+        "{earlier}/5 before."
+    ),
+    "well_rated": "Well rated: {rating}/5 from {count} reviews.",
+    "out_of_stock": "It is out of stock right now.",
+    "low_stock": "Only {quantity} left in stock.",
+    "compare_pick": "{title} is the better choice: {kind} against {other_kind} for {other_title}.",
+    "compare_tie": "Neither is clearly better: {title} is {kind}, {other_title} is {other_kind}.",
+    "top_sales": "#{rank} {title}: {value} sold in the last {days} days.",
+    "top_rating": "#{rank} {title}: rated {value}/5 from {count} reviews in the last {days} days.",
+    "top_empty": "No {category} had sales or reviews in the last {days} days.",
+}
+
+_ZH: dict[str, str] = {
+    "no_price": "该商品还没有任何价格记录。",
+    "few_observations": (
+        "{days_tracked}天内只有{observations}条价格记录；至少需要{min_observations}条才能判断价格。"
+    ),
+    "near_all_time_low": "当前价{current}，距历史最低价{low}（{low_at}）仅高{gap_pct}%。",
+    "at_all_time_low": "当前价{current}，正处于历史最低价（最近一次为{low_at}）。",
+    "low_not_established": (
+        "只跟踪了{days_tracked}天，历史最低价{low}还不可靠（需要{min_days}天）。"
+    ),
+    "below_90d_avg": "比90天均价{avg90}低{delta_pct}%。",
+    "above_90d_avg": "比90天均价{avg90}高{delta_pct}%。",
+    "near_90d_avg": "价格接近90天均价{avg90}。",
+    "low_percentile": "当前价低于近90天{share}%的价格。",
+    "high_percentile": "当前价高于近90天{share}%的价格。",
+    "price_falling": "近30天价格下降了{drop_pct}%。",
+    "was_price_untrusted": "商家标注的原价{list_price}不可信：近90天价格中位数是{median90}。",
+    "upcoming_sale": "{name}将在{days}天后开始，价格{promo_price}，比现在低{saving_pct}%。",
+    "active_promotion": "{name}进行中，截至{ends}，价格{promo_price}。",
+    "quality_floor": "评分偏低：{count}条评价，按品类校正后为{rating}/5。",
+    "rating_falling": "近期口碑下滑：近{recent_days}天评分{recent}/5，此前为{earlier}/5。",
+    "well_rated": "口碑不错：{count}条评价，评分{rating}/5。",
+    "out_of_stock": "目前缺货。",
+    "low_stock": "库存仅剩{quantity}件。",
+    "compare_pick": "{title}更值得买：结论为{kind}，而{other_title}为{other_kind}。",
+    "compare_tie": "两者难分高下：{title}为{kind}，{other_title}为{other_kind}。",
+    "top_sales": "第{rank}名 {title}：近{days}天售出{value}件。",
+    "top_rating": "第{rank}名 {title}：近{days}天{count}条评价，评分{value}/5。",
+    "top_empty": "近{days}天没有{category}的销量或评价。",
+}
+
+_CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+
+def money(amount: float, currency: str) -> str:
+    symbol = _CURRENCY_SYMBOLS.get(currency)
+    if symbol:
+        return f"{symbol}{amount:,.2f}"
+    return f"{amount:,.2f} {currency}"
+
+
+def number(value: float) -> str:
+    """One decimal, without a trailing .0, so '12%' and '12.5%' both read naturally."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def sentence(code: str, language: str, values: Mapping[str, object]) -> str:
+    table = _ZH if language == "zh" else _EN
+    return table[code].format(**values)
+
+
+def codes() -> frozenset[str]:
+    return frozenset(_EN)

@@ -1,0 +1,343 @@
+"""The verdict rules: price-tracker practice written down as code.
+
+Each rule looks at the fact sheet and may add one reason (a stable code, the numbers
+it rests on, a sentence). The verdict is then chosen from the reasons' polarities.
+Thresholds and their sources are in docs/verdict.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from worthit.decide.phrasing import money, number, sentence
+from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.facts.sheet import FactSheet
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_observations: int = 10
+    min_days_for_low: int = 35
+    near_low_pct: float = 5.0
+    delta_90d_pct: float = 10.0
+    near_avg_pct: float = 3.0
+    low_percentile: float = 20.0
+    high_percentile: float = 80.0
+    falling_trend_pct: float = -5.0
+    upcoming_days: float = 21.0
+    upcoming_saving_pct: float = 5.0
+    was_price_gap_pct: float = 15.0
+    quality_floor: float = 3.5
+    rating_drop: float = 0.7
+    min_recent_reviews: int = 5
+    well_rated: float = 4.2
+    min_reviews_well_rated: int = 20
+    low_stock: int = 5
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+_WEIGHTS: dict[str, float] = {
+    "near_all_time_low": 2.0,
+    "at_all_time_low": 2.0,
+    "below_90d_avg": 1.0,
+    "low_percentile": 1.0,
+    "well_rated": 0.5,
+    "above_90d_avg": 1.0,
+    "high_percentile": 1.0,
+    "price_falling": 1.0,
+    "was_price_untrusted": 0.5,
+    "upcoming_sale": 2.0,
+    "out_of_stock": 2.0,
+    "quality_floor": 3.0,
+    "rating_falling": 3.0,
+}
+
+
+class _Reasons:
+    """Collects reasons in one language, formatting each sentence from its numbers."""
+
+    def __init__(self, sheet: FactSheet, language: str) -> None:
+        self.sheet = sheet
+        self.language = language
+        self.items: list[Reason] = []
+
+    def money(self, amount: float) -> str:
+        return money(amount, self.sheet.currency)
+
+    def add(
+        self,
+        code: str,
+        polarity: Polarity,
+        numbers: dict[str, float | int | str],
+        shown: Mapping[str, object] | None = None,
+    ) -> None:
+        values: dict[str, object] = dict(numbers)
+        values.update(shown or {})
+        text = sentence(code, self.language, values)
+        self.items.append(Reason(code, polarity, numbers, text))
+
+
+def _price_history(r: _Reasons, t: Thresholds) -> bool:
+    """Enough history to judge the price at all? Adds the reason when not.
+
+    Percentages are compared as rounded for display, so a reason never says
+    "10% below" while the rule saw 9.96%.
+    """
+    s = r.sheet
+    if s.current_price is None:
+        r.add("no_price", Polarity.INFO, {})
+        return False
+    if s.observations < t.min_observations:
+        r.add(
+            "few_observations",
+            Polarity.INFO,
+            {
+                "observations": s.observations,
+                "days_tracked": s.days_tracked,
+                "min_observations": t.min_observations,
+            },
+        )
+        return False
+    return True
+
+
+def _all_time_low(r: _Reasons, t: Thresholds) -> None:
+    s = r.sheet
+    if s.all_time_low is None or s.current_price is None or s.all_time_low_at is None:
+        return
+    if s.days_tracked < t.min_days_for_low:
+        r.add(
+            "low_not_established",
+            Polarity.INFO,
+            {"days_tracked": s.days_tracked, "low": s.all_time_low, "min_days": t.min_days_for_low},
+            {"low": r.money(s.all_time_low)},
+        )
+        return
+    gap = round(100.0 * (s.current_price - s.all_time_low) / s.all_time_low, 1)
+    if gap <= 0.0:
+        r.add(
+            "at_all_time_low",
+            Polarity.BUY,
+            {"current": s.current_price, "low_at": s.all_time_low_at},
+            {"current": r.money(s.current_price)},
+        )
+    elif gap <= t.near_low_pct:
+        r.add(
+            "near_all_time_low",
+            Polarity.BUY,
+            {
+                "current": s.current_price,
+                "low": s.all_time_low,
+                "gap_pct": round(gap, 1),
+                "low_at": s.all_time_low_at,
+            },
+            {
+                "current": r.money(s.current_price),
+                "low": r.money(s.all_time_low),
+                "gap_pct": number(gap),
+            },
+        )
+
+
+def _average_delta(r: _Reasons, t: Thresholds) -> None:
+    s = r.sheet
+    window = s.window(90)
+    if s.current_price is None or window is None or window.avg is None:
+        return
+    delta = round(100.0 * (s.current_price - window.avg) / window.avg, 1)
+    numbers: dict[str, float | int | str] = {"avg90": window.avg, "delta_pct": round(abs(delta), 1)}
+    shown = {"avg90": r.money(window.avg), "delta_pct": number(abs(delta))}
+    if delta <= -t.delta_90d_pct:
+        r.add("below_90d_avg", Polarity.BUY, numbers, shown)
+    elif delta >= t.delta_90d_pct:
+        r.add("above_90d_avg", Polarity.WAIT, numbers, shown)
+    elif abs(delta) <= t.near_avg_pct:
+        r.add("near_90d_avg", Polarity.INFO, {"avg90": window.avg}, shown)
+
+
+def _percentile(r: _Reasons, t: Thresholds) -> None:
+    p = r.sheet.percentile_90d
+    if p is None:
+        return
+    if p <= t.low_percentile:
+        share = round(100.0 - p, 1)
+        r.add("low_percentile", Polarity.BUY, {"share": share}, {"share": number(share)})
+    elif p >= t.high_percentile:
+        r.add("high_percentile", Polarity.WAIT, {"share": round(p, 1)}, {"share": number(p)})
+
+
+def _trend(r: _Reasons, t: Thresholds) -> None:
+    trend = r.sheet.trend_30d_pct
+    if trend is not None and trend <= t.falling_trend_pct:
+        drop = round(abs(trend), 1)
+        r.add("price_falling", Polarity.WAIT, {"drop_pct": drop}, {"drop_pct": number(drop)})
+
+
+def _was_price(r: _Reasons, t: Thresholds) -> None:
+    """A seller's "was" price is a claim, not a fact: only the recorded history counts."""
+    s = r.sheet
+    window = s.window(90)
+    if s.list_price is None or window is None or window.median is None:
+        return
+    if s.list_price >= window.median * (1 + t.was_price_gap_pct / 100):
+        r.add(
+            "was_price_untrusted",
+            Polarity.WAIT
+            if s.current_price and s.current_price >= window.median
+            else Polarity.INFO,
+            {"list_price": s.list_price, "median90": window.median},
+            {"list_price": r.money(s.list_price), "median90": r.money(window.median)},
+        )
+
+
+def _promotions(r: _Reasons, t: Thresholds) -> None:
+    s = r.sheet
+    if s.current_price is None:
+        return
+    for promo in s.active_promotions:
+        r.add(
+            "active_promotion",
+            Polarity.INFO,
+            {"name": promo.name, "ends": promo.ends[:10], "promo_price": promo.price},
+            {"promo_price": r.money(promo.price)},
+        )
+        break
+    best = None
+    for promo in s.upcoming_promotions:
+        if promo.days_until_start > t.upcoming_days:
+            continue
+        saving = 100.0 * (s.current_price - promo.price) / s.current_price
+        if saving >= t.upcoming_saving_pct and (best is None or saving > best[1]):
+            best = (promo, saving)
+    if best is not None:
+        promo, saving = best
+        days = max(1, round(promo.days_until_start))
+        r.add(
+            "upcoming_sale",
+            Polarity.WAIT,
+            {
+                "name": promo.name,
+                "days": days,
+                "promo_price": promo.price,
+                "saving_pct": round(saving, 1),
+            },
+            {"promo_price": r.money(promo.price), "saving_pct": number(saving)},
+        )
+
+
+def _quality(r: _Reasons, t: Thresholds) -> None:
+    rating = r.sheet.rating
+    if rating.bayesian is not None and rating.count > 0 and rating.bayesian < t.quality_floor:
+        r.add("quality_floor", Polarity.SKIP, {"rating": rating.bayesian, "count": rating.count})
+    if (
+        rating.trend is not None
+        and rating.recent_mean is not None
+        and rating.earlier_mean is not None
+        and rating.recent_count >= t.min_recent_reviews
+        and rating.trend <= -t.rating_drop
+    ):
+        r.add(
+            "rating_falling",
+            Polarity.SKIP,
+            {"recent": rating.recent_mean, "earlier": rating.earlier_mean, "recent_days": 30},
+        )
+    elif (
+        rating.bayesian is not None
+        and rating.bayesian >= t.well_rated
+        and rating.count >= t.min_reviews_well_rated
+    ):
+        r.add("well_rated", Polarity.BUY, {"rating": rating.bayesian, "count": rating.count})
+
+
+def _stock(r: _Reasons, t: Thresholds) -> None:
+    quantity = r.sheet.stock
+    if quantity is None:
+        return
+    if quantity == 0:
+        r.add("out_of_stock", Polarity.WAIT, {"quantity": 0})
+    elif quantity <= t.low_stock:
+        r.add("low_stock", Polarity.INFO, {"quantity": quantity})
+
+
+_PRICE_RULES: tuple[Callable[[_Reasons, Thresholds], None], ...] = (
+    _all_time_low,
+    _average_delta,
+    _percentile,
+    _trend,
+    _was_price,
+    _promotions,
+)
+
+
+def decide_verdict(
+    sheet: FactSheet, language: str = "en", thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Verdict:
+    """The verdict from facts alone. Pure: the same sheet always gives the same verdict."""
+    t = thresholds
+    r = _Reasons(sheet, language)
+    _quality(r, t)
+    _stock(r, t)
+    priced = _price_history(r, t)
+    if priced:
+        for rule in _PRICE_RULES:
+            rule(r, t)
+    kind, confidence = _choose(r.items, priced, sheet, t)
+    return Verdict(
+        kind=kind,
+        confidence=confidence,
+        reasons=_ordered(r.items, kind),
+        sku=sheet.sku,
+        language=language,
+        facts_version=sheet.version,
+    )
+
+
+def _score(reasons: list[Reason], polarity: Polarity) -> float:
+    return sum(_WEIGHTS.get(x.code, 0.0) for x in reasons if x.polarity is polarity)
+
+
+def _choose(
+    reasons: list[Reason], priced: bool, sheet: FactSheet, t: Thresholds
+) -> tuple[VerdictKind, float]:
+    skip = _score(reasons, Polarity.SKIP)
+    if skip:
+        return VerdictKind.SKIP, _clamp(0.6 + 0.1 * skip)
+    if not priced:
+        return VerdictKind.INSUFFICIENT_DATA, 0.9
+    buy = _score(reasons, Polarity.BUY)
+    wait = _score(reasons, Polarity.WAIT)
+    codes = {x.code for x in reasons}
+    history = 0.8 + 0.2 * min(1.0, sheet.days_tracked / 90)
+    if "out_of_stock" in codes or "upcoming_sale" in codes:
+        return VerdictKind.WAIT, _clamp((0.6 + 0.08 * wait) * history)
+    if buy > wait:
+        return VerdictKind.BUY, _clamp((0.5 + 0.1 * (buy - wait)) * history)
+    if wait > buy:
+        return VerdictKind.WAIT, _clamp((0.5 + 0.1 * (wait - buy)) * history)
+    fair = VerdictKind.BUY if "well_rated" in codes else VerdictKind.WAIT
+    return fair, _clamp(0.5 * history)
+
+
+def _clamp(value: float) -> float:
+    return round(min(0.95, max(0.05, value)), 2)
+
+
+_SUPPORTS = {
+    VerdictKind.BUY: Polarity.BUY,
+    VerdictKind.WAIT: Polarity.WAIT,
+    VerdictKind.SKIP: Polarity.SKIP,
+    VerdictKind.INSUFFICIENT_DATA: Polarity.INFO,
+}
+
+
+def _ordered(reasons: list[Reason], kind: VerdictKind) -> tuple[Reason, ...]:
+    """Reasons that carry the verdict first, by weight; then the rest as they came."""
+    lead = _SUPPORTS[kind]
+    return tuple(
+        sorted(
+            reasons,
+            key=lambda x: (x.polarity is not lead, -_WEIGHTS.get(x.code, 0.0)),
+        )
+    )

@@ -1,0 +1,69 @@
+"""The simplest real runner: one llama.cpp model in-process, one stream at a time.
+
+It serialises requests behind a lock, which is fine for the CLI; the batching engine
+serves many requests at once and replaces it in the server.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from worthit.engine.model_files import resolve_model_path
+
+DEFAULT_CONTEXT = 2048
+
+
+class LlamaStreamer:
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        n_ctx: int = DEFAULT_CONTEXT,
+        n_threads: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        from llama_cpp import Llama
+
+        self.model_path = resolve_model_path(model_path)
+        self._llama: Any = Llama(
+            model_path=str(self.model_path),
+            n_ctx=n_ctx,
+            n_threads=n_threads or min(4, os.cpu_count() or 1),
+            seed=seed,
+            verbose=False,
+        )
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.model_path.name
+
+    def stream(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+    ) -> Iterator[str]:
+        """Yields text deltas; the caller may stop iterating early to cut generation."""
+        with self._lock:
+            chunks = self._llama.create_chat_completion(
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                stop=stop,
+                stream=True,
+            )
+            try:
+                for chunk in chunks:
+                    delta = chunk["choices"][0]["delta"].get("content")
+                    if delta:
+                        yield delta
+            finally:
+                chunks.close()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llama.tokenize(text.encode(), add_bos=False, special=True))

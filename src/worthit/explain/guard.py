@@ -1,0 +1,201 @@
+"""The grounding guard: every number the model writes must come from the facts.
+
+A small model states invented prices with confidence and a shopper acts on prices, so
+the explanation is shown only when each number in it traces back to the fact sheet or to
+the verdict's reasons; otherwise the deterministic template replaces it. The guard is a
+lookup, not arithmetic: a difference or a percentage passes only when the decision core
+computed it and put it in a reason, which keeps the check cheap, explainable and strict.
+
+Matching rule:
+
+1. Numbers are read leniently: currency signs and words ($, ¥, USD, 元, 美元) are ignored,
+   "1,299" is 1299, "12%" is 12, "4.5/5" is 4.5 and 5, the range "5-10" is 5 and 10, signs
+   are dropped ("down 3.2%" for a trend of -3.2) and k/千/万/亿 multiply ("3.2万" is
+   32000). Chinese numerals are not read.
+2. A written number passes when an allowed number, divided by the written multiplier and
+   rounded half-up or truncated to the decimal places the text used, equals it: "4.3" and
+   "4.2" pass for 4.2857, "299" for 299.4 and 299.99, "299.00" for 299, "4.30" fails.
+3. Allowed: every number of the sheet except its bookkeeping (revision, data age, as_of),
+   with a 0..1 percentile also as 0..100; the year, month and day of its dates; numbers in
+   the title, brand, category and promotion names (model code NC700 gives 700); every
+   number in the verdict's reasons, in `numbers` and in `text`; and the labels the facts
+   block prints: 3 (sales in the last 3 days), 5 (the rating scale), 30 and 90.
+4. Nothing else is free: no small counts, no ordinals, no numbers from the question.
+
+Check whole sentences: a number split across two streamed tokens reads as two numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from decimal import (
+    ROUND_DOWN,
+    ROUND_HALF_UP,
+    Context,
+    Decimal,
+    DivisionByZero,
+    InvalidOperation,
+    Overflow,
+)
+
+from worthit.decide.verdict import Verdict
+from worthit.facts.sheet import FactSheet
+
+_LABELS = frozenset(Decimal(n) for n in (3, 5, 30, 90))
+_NUMBER = re.compile(
+    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<frac>\d+))?"
+    r"(?:(?P<k>[kK])(?![A-Za-z])|(?P<cjk>[千万萬亿億]))?"
+)
+_MULTIPLIERS = {
+    "k": Decimal(10**3),
+    "K": Decimal(10**3),
+    "千": Decimal(10**3),
+    "万": Decimal(10**4),
+    "萬": Decimal(10**4),
+    "亿": Decimal(10**8),
+    "億": Decimal(10**8),
+}
+_ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+# Our own context: the decimal module's default one is process-global and mutable.
+_DECIMAL = Context(
+    prec=60,
+    rounding=ROUND_HALF_UP,
+    Emin=-999_999,
+    Emax=999_999,
+    traps=[InvalidOperation, DivisionByZero, Overflow],
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GuardResult:
+    ok: bool
+    numbers: tuple[str, ...]
+    """Every number found, as read after NFKC (multiplier included), in order."""
+    ungrounded: tuple[str, ...]
+    """The ones that matched no allowed number; empty exactly when `ok`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    text: str
+    value: Decimal
+    places: int
+    multiplier: Decimal
+
+    def matches(self, allowed: Decimal) -> bool:
+        scaled = _DECIMAL.divide(allowed, self.multiplier)
+        if scaled == self.value:
+            return True
+        quantum = Decimal(1).scaleb(-self.places)
+        try:
+            return any(
+                scaled.quantize(quantum, rounding=rounding, context=_DECIMAL) == self.value
+                for rounding in (ROUND_HALF_UP, ROUND_DOWN)
+            )
+        except InvalidOperation:  # more digits than any price has: no rounding can match
+            return False
+
+
+def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> frozenset[Decimal]:
+    """Every number an explanation of `verdict` about `sheet` may write (rule 3 above)."""
+    allowed = set(_LABELS)
+    allowed.update(_exact(v) for v in _sheet_numbers(sheet) if v is not None and math.isfinite(v))
+    for text in _sheet_texts(sheet):
+        allowed.update(_read(text))
+    for date in _sheet_dates(sheet):
+        allowed.update(_date_parts(date))
+    for reason in verdict.reasons:
+        allowed.update(_read(reason.text))
+        for number in reason.numbers.values():
+            if isinstance(number, str):
+                allowed.update(_read(number))
+            elif math.isfinite(number):
+                allowed.add(_exact(number))
+    return frozenset(allowed)
+
+
+def check_grounding(text: str, allowed: Iterable[Decimal]) -> GuardResult:
+    """Whether every number in `text` is one of `allowed`, after the rounding the text used."""
+    pool = tuple(allowed)
+    written = _scan(text)
+    ungrounded = tuple(w.text for w in written if not any(w.matches(a) for a in pool))
+    return GuardResult(
+        ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=ungrounded
+    )
+
+
+def _scan(text: str) -> list[_Written]:
+    # NFKC first: full-width and superscript digits are digits to a reader.
+    found = []
+    for match in _NUMBER.finditer(unicodedata.normalize("NFKC", text)):
+        frac = match["frac"] or ""
+        digits = match["int"].replace(",", "") + (f".{frac}" if frac else "")
+        suffix = match["k"] or match["cjk"]
+        multiplier = _MULTIPLIERS[suffix] if suffix else Decimal(1)
+        found.append(_Written(match[0], Decimal(digits), len(frac), multiplier))
+    return found
+
+
+def _exact(value: float) -> Decimal:
+    # repr, not the binary expansion: 4.35 is the 4.35 the facts block printed.
+    return abs(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+
+
+def _read(text: str) -> Iterator[Decimal]:
+    return (_DECIMAL.multiply(w.value, w.multiplier) for w in _scan(text))
+
+
+def _date_parts(text: str) -> Iterator[Decimal]:
+    for match in _ISO_DATE.finditer(text):
+        yield from (Decimal(part) for part in match.groups())
+
+
+def _sheet_numbers(sheet: FactSheet) -> Iterator[float | None]:
+    yield from (
+        sheet.current_price,
+        sheet.list_price,
+        sheet.all_time_low,
+        sheet.all_time_high,
+        sheet.percentile_90d,
+        sheet.trend_30d_pct,
+        sheet.volatility_90d_pct,
+        sheet.days_tracked,
+        sheet.observations,
+        sheet.stock,
+        sheet.sales_3d,
+    )
+    if sheet.percentile_90d is not None and 0 <= sheet.percentile_90d <= 1:
+        yield sheet.percentile_90d * 100
+    for window in sheet.windows:
+        yield from (window.days, window.observations, window.min, window.avg, window.median)
+    rating = sheet.rating
+    yield from (
+        rating.count,
+        rating.mean,
+        rating.bayesian,
+        rating.prior_mean,
+        rating.prior_weight,
+        rating.recent_count,
+        rating.recent_mean,
+        rating.earlier_mean,
+        rating.trend,
+    )
+    for promotion in (*sheet.active_promotions, *sheet.upcoming_promotions):
+        yield from (promotion.price, promotion.days_until_start)
+
+
+def _sheet_texts(sheet: FactSheet) -> Iterator[str]:
+    yield from (sheet.title, sheet.brand, sheet.category)
+    for promotion in (*sheet.active_promotions, *sheet.upcoming_promotions):
+        yield promotion.name
+
+
+def _sheet_dates(sheet: FactSheet) -> Iterator[str]:
+    dates = (sheet.current_price_at, sheet.all_time_low_at, sheet.first_seen, sheet.stock_at)
+    yield from (d for d in dates if d is not None)
+    for promotion in (*sheet.active_promotions, *sheet.upcoming_promotions):
+        yield from (promotion.starts, promotion.ends)

@@ -1,0 +1,79 @@
+"""Deterministic explanation text: what the shopper reads when the model's text cannot be used.
+
+It replaces the model's text when that fails the grounding guard or misses the deadline,
+so it has to be right by construction: it restates the verdict and the decision core's own
+reason sentences (already in the question's language, already carrying their numbers) and
+adds no number of its own except the current price when no reason has text.
+"""
+
+from __future__ import annotations
+
+from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.facts.sheet import FactSheet
+
+_HEADLINES = {
+    "en": {
+        VerdictKind.BUY: "Worth buying now",
+        VerdictKind.WAIT: "Better to wait",
+        VerdictKind.SKIP: "Not worth buying",
+        VerdictKind.INSUFFICIENT_DATA: "Too little data for a verdict yet",
+    },
+    "zh": {
+        VerdictKind.BUY: "值得现在买",
+        VerdictKind.WAIT: "建议再等等",
+        VerdictKind.SKIP: "不建议购买",
+        VerdictKind.INSUFFICIENT_DATA: "数据还不够，暂时无法判断",
+    },
+}
+_SUPPORTING = {
+    VerdictKind.BUY: Polarity.BUY,
+    VerdictKind.WAIT: Polarity.WAIT,
+    VerdictKind.SKIP: Polarity.SKIP,
+    VerdictKind.INSUFFICIENT_DATA: Polarity.INFO,
+}
+_SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
+
+
+def language_of(verdict: Verdict) -> str:
+    """Chinese for any Chinese tag ("zh", "zh-CN"), English for everything else."""
+    return "zh" if verdict.language.lower().startswith("zh") else "en"
+
+
+def verdict_headline(kind: VerdictKind, language: str) -> str:
+    """The verdict in a few words, e.g. "Better to wait"; `language` as `language_of` gives."""
+    return _HEADLINES[language][kind]
+
+
+def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
+    """One or two sentences: the headline with the strongest reason, then the next one."""
+    language = language_of(verdict)
+    end = "。" if language == "zh" else "."
+    sentences = [_sentence(r.text, end) for r in _top_reasons(verdict)]
+    if not sentences and sheet.current_price is not None:
+        price = f"{sheet.current_price:.2f} {sheet.currency}"
+        sentences = [f"当前售价 {price}。" if language == "zh" else f"It sells for {price} now."]
+    headline = verdict_headline(verdict.kind, language)
+    if not sentences:
+        return headline + end
+    # A colon before a complete sentence keeps that sentence's capital (APA style), so
+    # the reason text is used verbatim in both languages.
+    colon, space = ("：", "") if language == "zh" else (": ", " ")
+    return headline + colon + space.join(sentences)
+
+
+def _top_reasons(verdict: Verdict) -> list[Reason]:
+    """Reasons for the verdict first, then neutral ones, then those against; order kept."""
+    supporting = _SUPPORTING[verdict.kind]
+
+    def rank(reason: Reason) -> int:
+        if reason.polarity is supporting:
+            return 0
+        return 1 if reason.polarity is Polarity.INFO else 2
+
+    with_text = [r for r in verdict.reasons if r.text.strip()]
+    return sorted(with_text, key=rank)[:2]
+
+
+def _sentence(text: str, end: str) -> str:
+    text = text.strip()
+    return text if text.endswith(_SENTENCE_ENDS) else text + end

@@ -1,0 +1,110 @@
+"""Bulk JSONL import: every good line lands, every bad line is reported by number and field.
+
+Lines are validated one by one and written in batches, one transaction per batch,
+so a million-line file neither holds one giant transaction nor pays a commit per line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from worthit.market.records import RECORD_TYPES, ProductRecord, Record
+from worthit.market.store import MarketStore
+
+BATCH_LINES = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.field}: {self.message}"
+
+
+@dataclass
+class ImportReport:
+    lines: int = 0
+    written: int = 0
+    unchanged: int = 0
+    errors: list[LineError] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> int:
+        return self.written + self.unchanged
+
+
+def parse_line(text: str, line_no: int) -> Record | LineError:
+    """One JSON line → a validated record, or the first problem with it."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return LineError(line_no, "(line)", f"not valid JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(data, dict):
+        return LineError(line_no, "(line)", "expected a JSON object")
+    kind = data.get("type")
+    model = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        allowed = ", ".join(sorted(RECORD_TYPES))
+        return LineError(line_no, "type", f"must be one of {allowed}, got {kind!r}")
+    try:
+        return model.model_validate(data)  # type: ignore[return-value]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(line)"
+        return LineError(line_no, where, first["msg"])
+
+
+def import_lines(
+    store: MarketStore,
+    lines: Iterable[str],
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import JSONL lines; idempotent, so importing the same file twice changes nothing."""
+    report = ImportReport()
+    batch: list[tuple[int, Record]] = []
+    batch_products: set[str] = set()
+    for line_no, text in enumerate(lines, start=1):
+        report.lines = line_no
+        if not text.strip():
+            continue
+        parsed = parse_line(text, line_no)
+        if isinstance(parsed, LineError):
+            report.errors.append(parsed)
+        elif not isinstance(parsed, ProductRecord) and not (
+            parsed.sku in batch_products or store.has_sku(parsed.sku)
+        ):
+            report.errors.append(
+                LineError(line_no, "sku", f"unknown sku {parsed.sku!r}: no product line before it")
+            )
+        else:
+            if isinstance(parsed, ProductRecord):
+                batch_products.add(parsed.sku)
+            batch.append((line_no, parsed))
+        if len(batch) >= BATCH_LINES:
+            _flush(store, batch, report)
+            batch_products.clear()
+            if progress:
+                progress(line_no)
+    _flush(store, batch, report)
+    if progress:
+        progress(report.lines)
+    return report
+
+
+def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportReport) -> None:
+    if not batch:
+        return
+    with store.transaction() as conn:
+        for _, record in batch:
+            if store.apply_one(conn, record):
+                report.written += 1
+            else:
+                report.unchanged += 1
+    batch.clear()

@@ -1,0 +1,191 @@
+"""Versioned schema migrations for the embedded SQLite store.
+
+`PRAGMA user_version` holds the schema version; each migration runs once, in order,
+inside one transaction, so a store opened by a newer worthit is upgraded in place
+and a half-applied migration never persists.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+_V1_BASE = """
+CREATE TABLE products (
+    sku        TEXT PRIMARY KEY,
+    title      TEXT NOT NULL,
+    brand      TEXT NOT NULL DEFAULT '',
+    category   TEXT NOT NULL DEFAULT '',
+    attributes TEXT NOT NULL DEFAULT '{}',
+    aliases    TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX products_category ON products(category);
+
+CREATE TABLE prices (
+    sku        TEXT NOT NULL REFERENCES products(sku),
+    ts         INTEGER NOT NULL,
+    price      REAL NOT NULL,
+    currency   TEXT NOT NULL,
+    list_price REAL,
+    PRIMARY KEY (sku, ts)
+) WITHOUT ROWID;
+
+CREATE TABLE stock (
+    sku      TEXT NOT NULL REFERENCES products(sku),
+    ts       INTEGER NOT NULL,
+    quantity INTEGER NOT NULL,
+    PRIMARY KEY (sku, ts)
+) WITHOUT ROWID;
+
+CREATE TABLE reviews (
+    sku       TEXT NOT NULL REFERENCES products(sku),
+    review_id TEXT NOT NULL,
+    ts        INTEGER NOT NULL,
+    rating    INTEGER NOT NULL CHECK (rating BETWEEN 1 AND 5),
+    text      TEXT NOT NULL DEFAULT '',
+    verified  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sku, review_id)
+);
+CREATE INDEX reviews_sku_ts ON reviews(sku, ts);
+
+CREATE TABLE promotions (
+    sku     TEXT NOT NULL REFERENCES products(sku),
+    name    TEXT NOT NULL,
+    starts  INTEGER NOT NULL,
+    ends    INTEGER NOT NULL,
+    price   REAL NOT NULL,
+    PRIMARY KEY (sku, name, starts)
+) WITHOUT ROWID;
+CREATE INDEX promotions_sku_ends ON promotions(sku, ends);
+
+CREATE TABLE sales (
+    sku   TEXT NOT NULL REFERENCES products(sku),
+    day   TEXT NOT NULL,
+    units INTEGER NOT NULL,
+    PRIMARY KEY (sku, day)
+) WITHOUT ROWID;
+CREATE INDEX sales_day ON sales(day);
+"""
+
+# v2: full-text search and a per-product revision that every input bumps, so the
+# facts version can change whenever any input to it changes without rescanning.
+_V2_SEARCH_AND_REVISIONS = """
+ALTER TABLE products ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE products ADD COLUMN last_input_ms INTEGER NOT NULL DEFAULT 0;
+
+UPDATE products SET
+    revision = 1
+        + (SELECT count(*) FROM prices p WHERE p.sku = products.sku)
+        + (SELECT count(*) FROM stock s WHERE s.sku = products.sku)
+        + (SELECT count(*) FROM reviews r WHERE r.sku = products.sku)
+        + (SELECT count(*) FROM promotions m WHERE m.sku = products.sku)
+        + (SELECT count(*) FROM sales d WHERE d.sku = products.sku),
+    last_input_ms = max(
+        coalesce((SELECT max(ts) FROM prices p WHERE p.sku = products.sku), 0),
+        coalesce((SELECT max(ts) FROM stock s WHERE s.sku = products.sku), 0),
+        coalesce((SELECT max(ts) FROM reviews r WHERE r.sku = products.sku), 0));
+
+CREATE VIRTUAL TABLE product_search USING fts5(
+    sku UNINDEXED, title, brand, aliases, tokenize = 'trigram'
+);
+INSERT INTO product_search (sku, title, brand, aliases)
+    SELECT sku, title, brand,
+           (SELECT coalesce(group_concat(value, ' '), '') FROM json_each(products.aliases))
+    FROM products;
+
+CREATE TRIGGER products_search_insert AFTER INSERT ON products BEGIN
+    INSERT INTO product_search (sku, title, brand, aliases) VALUES (
+        NEW.sku, NEW.title, NEW.brand,
+        (SELECT coalesce(group_concat(value, ' '), '') FROM json_each(NEW.aliases)));
+END;
+CREATE TRIGGER products_search_update AFTER UPDATE OF title, brand, aliases ON products BEGIN
+    DELETE FROM product_search WHERE sku = OLD.sku;
+    INSERT INTO product_search (sku, title, brand, aliases) VALUES (
+        NEW.sku, NEW.title, NEW.brand,
+        (SELECT coalesce(group_concat(value, ' '), '') FROM json_each(NEW.aliases)));
+END;
+CREATE TRIGGER products_search_delete AFTER DELETE ON products BEGIN
+    DELETE FROM product_search WHERE sku = OLD.sku;
+END;
+"""
+
+
+def _bump_triggers() -> str:
+    parts = []
+    observed = {"prices": "NEW.ts", "stock": "NEW.ts", "reviews": "NEW.ts"}
+    for table in ("prices", "stock", "reviews", "promotions", "sales"):
+        seen = observed.get(table, "0")
+        for event in ("INSERT", "UPDATE"):
+            parts.append(
+                f"CREATE TRIGGER {table}_bump_{event.lower()} AFTER {event} ON {table} BEGIN\n"
+                f"    UPDATE products SET revision = revision + 1,\n"
+                f"        last_input_ms = max(last_input_ms, {seen})\n"
+                f"    WHERE sku = NEW.sku;\nEND;"
+            )
+        parts.append(
+            f"CREATE TRIGGER {table}_bump_delete AFTER DELETE ON {table} BEGIN\n"
+            f"    UPDATE products SET revision = revision + 1 WHERE sku = OLD.sku;\nEND;"
+        )
+    return "\n".join(parts)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "base tables", _V1_BASE),
+    Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was written by a newer worthit; refusing beats corrupting it."""
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]:
+    """Bring the schema up to `target`; returns the versions applied."""
+    current = schema_version(conn)
+    if current > LATEST_VERSION:
+        raise SchemaTooNewError(
+            f"database schema is version {current}, this worthit knows up to {LATEST_VERSION}"
+        )
+    applied = []
+    for migration in MIGRATIONS:
+        if current < migration.version <= target:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _split_statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {migration.version}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            applied.append(migration.version)
+    return applied
+
+
+def _split_statements(script: str) -> list[str]:
+    """Split on statement ends that sqlite3 itself reports as complete (triggers hold `;`)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements

@@ -1,0 +1,441 @@
+"""The embedded market store: SQLite in WAL mode, one connection per thread.
+
+Writes are idempotent upserts: applying the same record twice changes nothing, not
+even a product's revision, because an upsert only touches a row whose values differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from worthit.market.entities import (
+    PricePoint,
+    Product,
+    Promotion,
+    Review,
+    SalesDay,
+    SearchHit,
+    StockLevel,
+)
+from worthit.market.migrations import migrate
+from worthit.market.records import (
+    PriceRecord,
+    ProductRecord,
+    PromotionRecord,
+    Record,
+    ReviewRecord,
+    SalesRecord,
+    StockRecord,
+)
+
+
+class UnknownSkuError(ValueError):
+    """A record refers to a product the store has never seen."""
+
+    def __init__(self, sku: str) -> None:
+        super().__init__(f"unknown sku {sku!r}: import its product line first")
+        self.sku = sku
+
+
+@dataclass
+class ApplyStats:
+    """How many records changed the store; a re-import of the same data reports zero."""
+
+    written: int = 0
+    unchanged: int = 0
+
+
+_UPSERT_PRODUCT = """
+INSERT INTO products (sku, title, brand, category, attributes, aliases, revision)
+VALUES (?, ?, ?, ?, ?, ?, 1)
+ON CONFLICT (sku) DO UPDATE SET
+    title = excluded.title, brand = excluded.brand, category = excluded.category,
+    attributes = excluded.attributes, aliases = excluded.aliases,
+    revision = products.revision + 1
+WHERE (products.title, products.brand, products.category, products.attributes, products.aliases)
+   IS NOT (excluded.title, excluded.brand, excluded.category, excluded.attributes, excluded.aliases)
+"""
+_UPSERT_PRICE = """
+INSERT INTO prices (sku, ts, price, currency, list_price) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (sku, ts) DO UPDATE SET
+    price = excluded.price, currency = excluded.currency, list_price = excluded.list_price
+WHERE (prices.price, prices.currency, prices.list_price)
+   IS NOT (excluded.price, excluded.currency, excluded.list_price)
+"""
+_UPSERT_STOCK = """
+INSERT INTO stock (sku, ts, quantity) VALUES (?, ?, ?)
+ON CONFLICT (sku, ts) DO UPDATE SET quantity = excluded.quantity
+WHERE stock.quantity IS NOT excluded.quantity
+"""
+_UPSERT_REVIEW = """
+INSERT INTO reviews (sku, review_id, ts, rating, text, verified) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (sku, review_id) DO UPDATE SET
+    ts = excluded.ts, rating = excluded.rating, text = excluded.text, verified = excluded.verified
+WHERE (reviews.ts, reviews.rating, reviews.text, reviews.verified)
+   IS NOT (excluded.ts, excluded.rating, excluded.text, excluded.verified)
+"""
+_UPSERT_PROMOTION = """
+INSERT INTO promotions (sku, name, starts, ends, price) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (sku, name, starts) DO UPDATE SET ends = excluded.ends, price = excluded.price
+WHERE (promotions.ends, promotions.price) IS NOT (excluded.ends, excluded.price)
+"""
+_UPSERT_SALES = """
+INSERT INTO sales (sku, day, units) VALUES (?, ?, ?)
+ON CONFLICT (sku, day) DO UPDATE SET units = excluded.units
+WHERE sales.units IS NOT excluded.units
+"""
+
+
+class MarketStore:
+    """Products and their time series; the only module that speaks SQL."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._known_skus: set[str] | None = None
+        conn = self._conn()
+        migrate(conn)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA busy_timeout = 5000")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self) -> MarketStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self._known_skus = None
+                raise
+            conn.execute("COMMIT")
+
+    # --- writes -------------------------------------------------------------------
+
+    def apply(self, records: Iterable[Record]) -> ApplyStats:
+        """Apply records in one transaction; an unknown sku aborts the whole batch."""
+        stats = ApplyStats()
+        with self.transaction() as conn:
+            for record in records:
+                if self.apply_one(conn, record):
+                    stats.written += 1
+                else:
+                    stats.unchanged += 1
+        return stats
+
+    def apply_one(self, conn: sqlite3.Connection, record: Record) -> bool:
+        """Write one record inside an open transaction; True when the store changed."""
+        if isinstance(record, ProductRecord):
+            cursor = conn.execute(
+                _UPSERT_PRODUCT,
+                (
+                    record.sku,
+                    record.title,
+                    record.brand,
+                    record.category,
+                    json.dumps(record.attributes, sort_keys=True, ensure_ascii=False),
+                    json.dumps(list(record.aliases), ensure_ascii=False),
+                ),
+            )
+            self._skus().add(record.sku)
+            return cursor.rowcount > 0
+        if record.sku not in self._skus():
+            raise UnknownSkuError(record.sku)
+        if isinstance(record, PriceRecord):
+            args: tuple[object, ...] = (
+                record.sku,
+                record.ts_ms,
+                record.price,
+                record.currency,
+                record.list_price,
+            )
+            sql = _UPSERT_PRICE
+        elif isinstance(record, StockRecord):
+            args, sql = (record.sku, record.ts_ms, record.quantity), _UPSERT_STOCK
+        elif isinstance(record, ReviewRecord):
+            args = (
+                record.sku,
+                record.review_id,
+                record.ts_ms,
+                record.rating,
+                record.text,
+                int(record.verified),
+            )
+            sql = _UPSERT_REVIEW
+        elif isinstance(record, PromotionRecord):
+            args = (record.sku, record.name, record.starts_ms, record.ends_ms, record.price)
+            sql = _UPSERT_PROMOTION
+        elif isinstance(record, SalesRecord):
+            args, sql = (record.sku, record.date.isoformat(), record.units), _UPSERT_SALES
+        else:  # pragma: no cover - the union is closed
+            raise TypeError(f"not a market record: {record!r}")
+        return conn.execute(sql, args).rowcount > 0
+
+    def has_sku(self, sku: str) -> bool:
+        return sku in self._skus()
+
+    def _skus(self) -> set[str]:
+        if self._known_skus is None:
+            rows = self._conn().execute("SELECT sku FROM products").fetchall()
+            self._known_skus = {row[0] for row in rows}
+        return self._known_skus
+
+    # --- reads --------------------------------------------------------------------
+
+    def product(self, sku: str) -> Product | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT sku, title, brand, category, attributes, aliases, revision, last_input_ms"
+                " FROM products WHERE sku = ?",
+                (sku,),
+            )
+            .fetchone()
+        )
+        return None if row is None else _product(row)
+
+    def revision(self, sku: str) -> tuple[int, int] | None:
+        """(revision, last_input_ms): the cheap check a facts cache revalidates with."""
+        row = (
+            self._conn()
+            .execute("SELECT revision, last_input_ms FROM products WHERE sku = ?", (sku,))
+            .fetchone()
+        )
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def prices(self, sku: str, since_ms: int = 0, until_ms: int | None = None) -> list[PricePoint]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT ts, price, currency, list_price FROM prices"
+                " WHERE sku = ? AND ts >= ? AND ts <= ? ORDER BY ts",
+                (sku, since_ms, until_ms if until_ms is not None else 2**62),
+            )
+            .fetchall()
+        )
+        return [PricePoint(*row) for row in rows]
+
+    def latest_stock(self, sku: str, until_ms: int | None = None) -> StockLevel | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT ts, quantity FROM stock WHERE sku = ? AND ts <= ? ORDER BY ts DESC LIMIT 1",
+                (sku, until_ms if until_ms is not None else 2**62),
+            )
+            .fetchone()
+        )
+        return None if row is None else StockLevel(*row)
+
+    def reviews(self, sku: str, until_ms: int | None = None) -> list[Review]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT review_id, ts, rating, text, verified FROM reviews"
+                " WHERE sku = ? AND ts <= ? ORDER BY ts",
+                (sku, until_ms if until_ms is not None else 2**62),
+            )
+            .fetchall()
+        )
+        return [Review(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+
+    def rating_split(self, sku: str, split_ms: int, until_ms: int) -> tuple[int, int, int, int]:
+        """(earlier count, earlier sum, recent count, recent sum) around `split_ms`.
+
+        Aggregated in SQL so the hot path never reads review text it does not show.
+        """
+        row = (
+            self._conn()
+            .execute(
+                "SELECT coalesce(sum(ts < ?), 0),"
+                " coalesce(sum(CASE WHEN ts < ? THEN rating END), 0),"
+                " coalesce(sum(ts >= ?), 0),"
+                " coalesce(sum(CASE WHEN ts >= ? THEN rating END), 0)"
+                " FROM reviews WHERE sku = ? AND ts <= ?",
+                (split_ms, split_ms, split_ms, split_ms, sku, until_ms),
+            )
+            .fetchone()
+        )
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+
+    def top_reviews(self, sku: str, limit: int, until_ms: int | None = None) -> list[Review]:
+        """The reviews an explanation quotes: newest verified first, deterministic order."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT review_id, ts, rating, text, verified FROM reviews"
+                " WHERE sku = ? AND ts <= ? AND text != ''"
+                " ORDER BY verified DESC, ts DESC, review_id LIMIT ?",
+                (sku, until_ms if until_ms is not None else 2**62, limit),
+            )
+            .fetchall()
+        )
+        return [Review(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+
+    def promotions(self, sku: str, ending_after_ms: int = 0) -> list[Promotion]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT name, starts, ends, price FROM promotions"
+                " WHERE sku = ? AND ends > ? ORDER BY starts",
+                (sku, ending_after_ms),
+            )
+            .fetchall()
+        )
+        return [Promotion(*row) for row in rows]
+
+    def sales(self, sku: str, since_day: str, until_day: str = "9999-12-31") -> list[SalesDay]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT day, units FROM sales WHERE sku = ? AND day >= ? AND day <= ? ORDER BY day",
+                (sku, since_day, until_day),
+            )
+            .fetchall()
+        )
+        return [SalesDay(*row) for row in rows]
+
+    def category_stats(self, category: str) -> tuple[int, float]:
+        """(reviews, mean rating) over a category: the prior for Bayesian averages."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT count(*), coalesce(avg(r.rating), 0) FROM reviews r"
+                " JOIN products p ON p.sku = r.sku WHERE p.category = ?",
+                (category,),
+            )
+            .fetchone()
+        )
+        return int(row[0]), float(row[1])
+
+    def categories(self) -> list[tuple[str, int]]:
+        rows = (
+            self._conn()
+            .execute("SELECT category, count(*) FROM products GROUP BY category ORDER BY category")
+            .fetchall()
+        )
+        return [(row[0], int(row[1])) for row in rows]
+
+    def skus_in_category(self, category: str) -> list[str]:
+        rows = (
+            self._conn()
+            .execute("SELECT sku FROM products WHERE category = ? ORDER BY sku", (category,))
+            .fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def top_by_sales(
+        self, category: str | None, since_day: str, until_day: str, limit: int
+    ) -> list[tuple[str, int]]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT s.sku, sum(s.units) AS total FROM sales s JOIN products p ON p.sku = s.sku"
+                " WHERE (? IS NULL OR p.category = ?) AND s.day >= ? AND s.day <= ?"
+                " GROUP BY s.sku ORDER BY total DESC, s.sku LIMIT ?",
+                (category, category, since_day, until_day, limit),
+            )
+            .fetchall()
+        )
+        return [(row[0], int(row[1])) for row in rows]
+
+    def ratings_in_window(
+        self, category: str | None, since_ms: int, until_ms: int
+    ) -> list[tuple[str, int, float]]:
+        """(sku, count, sum) of ratings per product in a window, for top-by-rating."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT r.sku, count(*), sum(r.rating)"
+                " FROM reviews r JOIN products p ON p.sku = r.sku"
+                " WHERE (? IS NULL OR p.category = ?) AND r.ts >= ? AND r.ts <= ?"
+                " GROUP BY r.sku",
+                (category, category, since_ms, until_ms),
+            )
+            .fetchall()
+        )
+        return [(row[0], int(row[1]), float(row[2])) for row in rows]
+
+    def search(self, text: str, limit: int = 20) -> list[SearchHit]:
+        """Full-text candidates (trigram FTS5, so substrings and Chinese match too)."""
+        terms = [t for t in text.replace('"', " ").split() if len(t) >= 3]
+        if not terms:
+            return []
+        query = " OR ".join(f'"{term}"' for term in terms)
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT p.sku, p.title, p.brand, p.category, p.aliases FROM product_search s"
+                " JOIN products p ON p.sku = s.sku WHERE product_search MATCH ?"
+                " ORDER BY bm25(product_search) LIMIT ?",
+                (query, limit),
+            )
+            .fetchall()
+        )
+        return [_hit(row) for row in rows]
+
+    def all_names(self) -> list[SearchHit]:
+        rows = (
+            self._conn()
+            .execute("SELECT sku, title, brand, category, aliases FROM products ORDER BY sku")
+            .fetchall()
+        )
+        return [_hit(row) for row in rows]
+
+    def count_products(self) -> int:
+        return int(self._conn().execute("SELECT count(*) FROM products").fetchone()[0])
+
+    def latest_input_ms(self) -> int:
+        row = self._conn().execute("SELECT coalesce(max(last_input_ms), 0) FROM products")
+        return int(row.fetchone()[0])
+
+
+def _product(row: tuple[object, ...]) -> Product:
+    return Product(
+        sku=str(row[0]),
+        title=str(row[1]),
+        brand=str(row[2]),
+        category=str(row[3]),
+        attributes=json.loads(str(row[4])),
+        aliases=tuple(json.loads(str(row[5]))),
+        revision=int(row[6]),  # type: ignore[call-overload]
+        last_input_ms=int(row[7]),  # type: ignore[call-overload]
+    )
+
+
+def _hit(row: tuple[object, ...]) -> SearchHit:
+    return SearchHit(
+        sku=str(row[0]),
+        title=str(row[1]),
+        brand=str(row[2]),
+        category=str(row[3]),
+        aliases=tuple(json.loads(str(row[4]))),
+    )

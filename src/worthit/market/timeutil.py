@@ -1,0 +1,34 @@
+"""Time as the store keeps it: integer milliseconds since the epoch, UTC."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+DAY_MS = 86_400_000
+
+
+def to_ms(moment: datetime) -> int:
+    """Naive datetimes are taken as UTC so that an import never depends on the host's zone."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def iso(ms: int) -> str:
+    return from_ms(ms).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def day_iso(ms: int) -> str:
+    return from_ms(ms).date().isoformat()
+
+
+def date_to_ms(day: date) -> int:
+    return to_ms(datetime(day.year, day.month, day.day, tzinfo=UTC))
+
+
+def now_ms() -> int:
+    return int(datetime.now(tz=UTC).timestamp() * 1000)

@@ -1,0 +1,229 @@
+"""Every verdict rule at its boundaries, on hand-built fact sheets."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from factories import make_promotion, make_rating, make_sheet
+
+from worthit.decide.rules import DEFAULT_THRESHOLDS as T
+from worthit.decide.rules import decide_verdict
+from worthit.decide.verdict import Polarity, VerdictKind
+from worthit.facts.sheet import FactSheet, WindowStats
+
+
+def neutral(**overrides: Any) -> FactSheet:
+    """A product at an ordinary price: long history, average rating, stock, no sale."""
+    base = make_sheet(
+        current_price=300.0,
+        list_price=None,
+        windows=(
+            WindowStats(30, 30, 290.0, 300.0, 300.0),
+            WindowStats(90, 90, 280.0, 300.0, 300.0),
+            WindowStats(180, 180, 250.0, 300.0, 300.0),
+        ),
+        all_time_low=250.0,
+        all_time_low_at="2026-06-18",
+        percentile_90d=50.0,
+        trend_30d_pct=0.0,
+        days_tracked=180,
+        observations=180,
+        rating=make_rating(
+            count=50, mean=4.0, bayesian=4.0, recent_count=10, recent_mean=4.0,
+            earlier_mean=4.0, trend=0.0,
+        ),
+        stock=50,
+        active_promotions=(),
+        upcoming_promotions=(),
+    )
+    return replace(base, **overrides)
+
+
+def codes(sheet: FactSheet) -> set[str]:
+    return {r.code for r in decide_verdict(sheet).reasons}
+
+
+def with_avg90(avg: float) -> tuple[WindowStats, ...]:
+    return (
+        WindowStats(30, 30, 290.0, 300.0, 300.0),
+        WindowStats(90, 90, 280.0, avg, avg),
+        WindowStats(180, 180, 250.0, 300.0, 300.0),
+    )
+
+
+def test_neutral_price_and_average_rating_is_a_low_confidence_wait() -> None:
+    verdict = decide_verdict(neutral())
+    assert verdict.kind is VerdictKind.WAIT
+    assert verdict.confidence <= 0.5
+    assert "near_90d_avg" in {r.code for r in verdict.reasons}
+
+
+def test_neutral_price_but_well_rated_is_a_buy() -> None:
+    sheet = neutral(rating=make_rating(count=T.min_reviews_well_rated, bayesian=T.well_rated,
+                                       recent_count=10, trend=0.0))
+    verdict = decide_verdict(sheet)
+    assert verdict.kind is VerdictKind.BUY
+    assert verdict.reasons[0].code == "well_rated"
+
+
+@pytest.mark.parametrize(("observations", "priced"), [(9, False), (10, True)])
+def test_minimum_observations_before_any_price_judgement(observations: int, priced: bool) -> None:
+    sheet = neutral(observations=observations, current_price=250.0)
+    verdict = decide_verdict(sheet)
+    assert (verdict.kind is VerdictKind.INSUFFICIENT_DATA) is not priced
+    assert ("few_observations" in codes(sheet)) is not priced
+
+
+def test_no_price_at_all_is_insufficient_data() -> None:
+    sheet = neutral(current_price=None, observations=0, all_time_low=None)
+    verdict = decide_verdict(sheet)
+    assert verdict.kind is VerdictKind.INSUFFICIENT_DATA
+    assert [r.code for r in verdict.reasons] == ["no_price"]
+
+
+@pytest.mark.parametrize(
+    ("price", "expected"),
+    [(250.0, "at_all_time_low"), (262.5, "near_all_time_low"), (262.75, None)],
+)
+def test_distance_from_all_time_low(price: float, expected: str | None) -> None:
+    found = codes(neutral(current_price=price)) & {"at_all_time_low", "near_all_time_low"}
+    assert found == ({expected} if expected else set())
+
+
+@pytest.mark.parametrize(("days", "trusted"), [(34, False), (35, True)])
+def test_all_time_low_needs_five_weeks_of_tracking(days: int, trusted: bool) -> None:
+    found = codes(neutral(current_price=255.0, days_tracked=days))
+    assert ("near_all_time_low" in found) is trusted
+    assert ("low_not_established" in found) is not trusted
+
+
+@pytest.mark.parametrize(
+    ("avg", "expected"),
+    [
+        (300.0 / 0.9, "below_90d_avg"),
+        (300.0 / 0.901, None),
+        (300.0 / 1.1, "above_90d_avg"),
+        (300.0 / 1.099, None),
+        (300.0 / 1.03, "near_90d_avg"),
+    ],
+)
+def test_delta_against_the_90_day_average(avg: float, expected: str | None) -> None:
+    found = codes(neutral(windows=with_avg90(round(avg, 2)))) & {
+        "below_90d_avg", "above_90d_avg", "near_90d_avg"
+    }
+    assert found == ({expected} if expected else set())
+
+
+@pytest.mark.parametrize(
+    ("percentile", "expected"),
+    [(20.0, "low_percentile"), (20.1, None), (79.9, None), (80.0, "high_percentile")],
+)
+def test_percentile_of_the_current_price(percentile: float, expected: str | None) -> None:
+    found = codes(neutral(percentile_90d=percentile)) & {"low_percentile", "high_percentile"}
+    assert found == ({expected} if expected else set())
+
+
+@pytest.mark.parametrize(("trend", "falling"), [(-5.0, True), (-4.9, False)])
+def test_falling_price_suggests_waiting(trend: float, falling: bool) -> None:
+    assert ("price_falling" in codes(neutral(trend_30d_pct=trend))) is falling
+
+
+def test_seller_was_price_is_never_trusted() -> None:
+    sheet = neutral(list_price=600.0)
+    verdict = decide_verdict(sheet)
+    reason = next(r for r in verdict.reasons if r.code == "was_price_untrusted")
+    assert reason.polarity is Polarity.WAIT
+    assert verdict.kind is not VerdictKind.BUY
+    assert decide_verdict(neutral(list_price=600.0, current_price=260.0)).kind is VerdictKind.BUY
+
+
+@pytest.mark.parametrize(("list_price", "flagged"), [(345.0, True), (344.9, False)])
+def test_was_price_gap_boundary(list_price: float, flagged: bool) -> None:
+    assert ("was_price_untrusted" in codes(neutral(list_price=list_price))) is flagged
+
+
+@pytest.mark.parametrize(
+    ("days", "price", "waits"),
+    [(21.0, 285.0, True), (21.6, 285.0, False), (3.0, 285.3, False), (3.0, 200.0, True)],
+)
+def test_upcoming_sale_event(days: float, price: float, waits: bool) -> None:
+    promo = make_promotion(name="Double 12", price=price, days_until_start=days)
+    sheet = neutral(current_price=250.0, upcoming_promotions=(promo,))
+    if waits and price > 250.0:
+        sheet = neutral(upcoming_promotions=(promo,))
+    verdict = decide_verdict(sheet)
+    assert ("upcoming_sale" in {r.code for r in verdict.reasons}) is waits
+    if waits:
+        assert verdict.kind is VerdictKind.WAIT
+        assert verdict.reasons[0].code == "upcoming_sale"
+
+
+def test_upcoming_sale_beats_a_good_price() -> None:
+    promo = make_promotion(name="Double 12", price=200.0, days_until_start=5.0)
+    verdict = decide_verdict(neutral(current_price=250.0, upcoming_promotions=(promo,)))
+    assert verdict.kind is VerdictKind.WAIT
+
+
+@pytest.mark.parametrize(("bayesian", "skip"), [(3.49, True), (3.5, False)])
+def test_quality_floor(bayesian: float, skip: bool) -> None:
+    sheet = neutral(current_price=250.0, rating=make_rating(bayesian=bayesian, trend=0.0))
+    assert (decide_verdict(sheet).kind is VerdictKind.SKIP) is skip
+
+
+@pytest.mark.parametrize(
+    ("trend", "recent_count", "skip"),
+    [(-0.7, 5, True), (-0.69, 5, False), (-1.5, 4, False)],
+)
+def test_falling_recent_rating(trend: float, recent_count: int, skip: bool) -> None:
+    rating = make_rating(bayesian=4.1, recent_count=recent_count, recent_mean=4.3 + trend,
+                         earlier_mean=4.3, trend=trend)
+    verdict = decide_verdict(neutral(current_price=250.0, rating=rating))
+    assert (verdict.kind is VerdictKind.SKIP) is skip
+    if skip:
+        assert verdict.reasons[0].code == "rating_falling"
+
+
+def test_quality_skip_wins_even_without_price_history() -> None:
+    sheet = neutral(observations=3, rating=make_rating(bayesian=2.1, count=40, trend=0.0))
+    assert decide_verdict(sheet).kind is VerdictKind.SKIP
+
+
+def test_out_of_stock_means_wait() -> None:
+    verdict = decide_verdict(neutral(current_price=250.0, stock=0))
+    assert verdict.kind is VerdictKind.WAIT
+    assert verdict.reasons[0].code == "out_of_stock"
+
+
+@pytest.mark.parametrize(("quantity", "low"), [(5, True), (6, False), (1, True)])
+def test_low_stock_is_reported(quantity: int, low: bool) -> None:
+    assert ("low_stock" in codes(neutral(stock=quantity))) is low
+
+
+def test_a_clear_deal_is_a_confident_buy() -> None:
+    sheet = neutral(current_price=252.0, windows=with_avg90(300.0), percentile_90d=2.0)
+    verdict = decide_verdict(sheet)
+    assert verdict.kind is VerdictKind.BUY
+    assert verdict.confidence >= 0.8
+    assert verdict.reasons[0].code == "near_all_time_low"
+    assert all(0.0 <= verdict.confidence <= 1.0 for _ in [0])
+
+
+def test_reasons_carry_their_numbers_in_their_sentences() -> None:
+    sheet = neutral(current_price=255.0, windows=with_avg90(300.0))
+    reason = next(r for r in decide_verdict(sheet).reasons if r.code == "near_all_time_low")
+    assert reason.numbers["gap_pct"] == 2.0
+    assert "$255.00" in reason.text and "$250.00" in reason.text and "2%" in reason.text
+
+
+def test_chinese_question_gets_chinese_reasons() -> None:
+    verdict = decide_verdict(neutral(current_price=255.0), language="zh")
+    assert verdict.language == "zh"
+    assert all(any("\u4e00" <= ch <= "\u9fff" for ch in r.text) for r in verdict.reasons)
+
+
+def test_verdict_is_a_pure_function_of_the_sheet() -> None:
+    sheet = neutral(current_price=270.0, percentile_90d=15.0)
+    assert decide_verdict(sheet) == decide_verdict(sheet)
+    assert decide_verdict(sheet).facts_version == sheet.version
