@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factories import make_promotion, make_reason, make_sheet, make_verdict
 from worthit.explain.guard import GuardResult, allowed_numbers, check_grounding
+
+from factories import make_promotion, make_reason, make_sheet, make_verdict
 
 
 def allowed(*values: str) -> frozenset[Decimal]:

@@ -1,14 +1,16 @@
 import dataclasses
 
-from factories import make_promotion, make_review, make_sheet, make_verdict
 from worthit.decide.verdict import VerdictKind
 from worthit.explain.prompt import (
     SYSTEM_PROMPT_EN,
     SYSTEM_PROMPT_ZH,
+    answer_prefix,
     build_messages,
     facts_block,
 )
 from worthit.explain.untrusted import REVIEWS_CLOSE, REVIEWS_OPEN
+
+from factories import make_promotion, make_review, make_sheet, make_verdict
 
 REVIEWS = [
     make_review(review_id="a", ts_ms=1_772_000_000_000, rating=5, text="Superb ANC."),
@@ -21,27 +23,25 @@ REVIEWS = [
 def test_facts_block_renders_every_fact_once() -> None:
     block = facts_block(make_sheet(), REVIEWS)
     for expected in (
-        "version v7-3f9a2c",
+        "FACTS v7-3f9a2c",
         "Aurora NC700",
-        "Current price: 299.00 USD since 2026-03-10; list price: 349.00 USD",
-        "Last 30 days: min 289.00 USD, avg 301.50 USD, median 299.00 USD (12 observations)",
-        "Last 90 days:",
-        "Last 180 days:",
-        "All-time low: 249.00 USD on 2025-11-28",
-        "over 90 days: 35",
-        "30-day price trend: -3.2%; 90-day volatility: 4.1%",
-        "Tracked for 184 days since 2025-09-11, 212 price observations",
-        "Rating: 4.2857 of 5 (Bayesian) from 128 reviews",
-        "(trend -0.3)",
-        "Stock: 42 units as of 2026-03-14",
-        "Active promotions: none",
-        "Upcoming promotions: Spring Sale at 259.00 USD, 2026-03-20 to 2026-03-27",
-        "Units sold in the last 3 days: 57",
+        "prices in USD",
+        "price now 299.00 (2026-03-10); seller list price 349.00 (not trusted)",
+        "30d 289.00/301.50/299.00",
+        "90d 279.00/309.25/305.00",
+        "180d 249.00/318.40/319.00",
+        "all-time low 249.00 (2025-11-28); high 349.00",
+        "90d percentile 35",
+        "30d trend -3.2%; volatility 4.1%",
+        "tracked 184 days, 212 prices",
+        "rating 4.2857/5 from 128 reviews; last 30 days 4.1 (20 reviews), before 4.4",
+        "stock 42; sold in last 3 days 57",
+        "promotions now: none; coming: Spring Sale 259.00 2026-03-20 to 2026-03-27",
         "Superb ANC.",
-        "Good value.",
+        "Hinge cracked.",
     ):
         assert block.count(expected) == 1, expected
-    assert "Fourth" not in block
+    assert "Good value." not in block  # two reviews at most: every prompt token costs prefill
 
 
 def test_facts_block_ignores_everything_that_changes_per_call() -> None:
@@ -72,18 +72,20 @@ def test_system_message_is_the_shared_prefix() -> None:
 def test_user_message_carries_verdict_reasons_question_and_language() -> None:
     verdict = make_verdict()
     user = build_messages(make_sheet(), REVIEWS, verdict, "Worth it?")[1]["content"]
-    assert user.startswith("Verdict: WAIT (Better to wait)\nReasons:\n")
-    for reason in verdict.reasons:
-        assert f"- {reason.text}" in user
-    assert "Question: Worth it?" in user
-    assert user.endswith(
-        "at most two sentences, using only numbers from the facts and the reasons."
-    )
+    assert user.startswith("Question: Worth it?\nVerdict: Better to wait.\nBecause: ")
+    for reason in verdict.reasons[:2]:
+        assert reason.text in user
+    assert user.endswith("in one or two short sentences.")
 
     zh = build_messages(make_sheet(), REVIEWS, make_verdict(language="zh"), "值不值得买")
     assert zh[0]["content"].startswith(SYSTEM_PROMPT_ZH + "\n\n")
     assert zh[0]["content"].endswith(facts_block(make_sheet(), REVIEWS))
     assert "问题：值不值得买" in zh[1]["content"] and "请用中文" in zh[1]["content"]
+
+
+def test_the_answer_starts_with_the_verdict_headline() -> None:
+    assert answer_prefix(make_verdict()) == "Better to wait because"
+    assert answer_prefix(make_verdict(kind=VerdictKind.BUY, language="zh")) == "值得现在买，因为"
 
 
 def test_injected_text_cannot_escape_its_place() -> None:

@@ -6,12 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from factories import make_promotion, make_rating, make_sheet
 
 from worthit.decide.rules import DEFAULT_THRESHOLDS as T
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, VerdictKind
 from worthit.facts.sheet import FactSheet, WindowStats
+
+from factories import make_promotion, make_rating, make_sheet
 
 
 def neutral(**overrides: Any) -> FactSheet:
@@ -31,8 +32,13 @@ def neutral(**overrides: Any) -> FactSheet:
         days_tracked=180,
         observations=180,
         rating=make_rating(
-            count=50, mean=4.0, bayesian=4.0, recent_count=10, recent_mean=4.0,
-            earlier_mean=4.0, trend=0.0,
+            count=50,
+            mean=4.0,
+            bayesian=4.0,
+            recent_count=10,
+            recent_mean=4.0,
+            earlier_mean=4.0,
+            trend=0.0,
         ),
         stock=50,
         active_promotions=(),
@@ -61,8 +67,11 @@ def test_neutral_price_and_average_rating_is_a_low_confidence_wait() -> None:
 
 
 def test_neutral_price_but_well_rated_is_a_buy() -> None:
-    sheet = neutral(rating=make_rating(count=T.min_reviews_well_rated, bayesian=T.well_rated,
-                                       recent_count=10, trend=0.0))
+    sheet = neutral(
+        rating=make_rating(
+            count=T.min_reviews_well_rated, bayesian=T.well_rated, recent_count=10, trend=0.0
+        )
+    )
     verdict = decide_verdict(sheet)
     assert verdict.kind is VerdictKind.BUY
     assert verdict.reasons[0].code == "well_rated"
@@ -111,7 +120,9 @@ def test_all_time_low_needs_five_weeks_of_tracking(days: int, trusted: bool) -> 
 )
 def test_delta_against_the_90_day_average(avg: float, expected: str | None) -> None:
     found = codes(neutral(windows=with_avg90(round(avg, 2)))) & {
-        "below_90d_avg", "above_90d_avg", "near_90d_avg"
+        "below_90d_avg",
+        "above_90d_avg",
+        "near_90d_avg",
     }
     assert found == ({expected} if expected else set())
 
@@ -177,8 +188,13 @@ def test_quality_floor(bayesian: float, skip: bool) -> None:
     [(-0.7, 5, True), (-0.69, 5, False), (-1.5, 4, False)],
 )
 def test_falling_recent_rating(trend: float, recent_count: int, skip: bool) -> None:
-    rating = make_rating(bayesian=4.1, recent_count=recent_count, recent_mean=4.3 + trend,
-                         earlier_mean=4.3, trend=trend)
+    rating = make_rating(
+        bayesian=4.1,
+        recent_count=recent_count,
+        recent_mean=4.3 + trend,
+        earlier_mean=4.3,
+        trend=trend,
+    )
     verdict = decide_verdict(neutral(current_price=250.0, rating=rating))
     assert (verdict.kind is VerdictKind.SKIP) is skip
     if skip:

@@ -4,10 +4,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factories import make_rating, make_reason, make_sheet, make_verdict
 from worthit.decide.verdict import Polarity, Reason, VerdictKind
 from worthit.explain.guard import allowed_numbers, check_grounding
 from worthit.explain.templates import language_of, template_explanation, verdict_headline
+
+from factories import make_rating, make_reason, make_sheet, make_verdict
 
 SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)")
 

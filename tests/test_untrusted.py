@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factories import make_review
 from worthit.explain.untrusted import (
     ELLIPSIS,
     REVIEWS_CLOSE,
@@ -15,6 +14,8 @@ from worthit.explain.untrusted import (
     neutralise_markers,
     quote_reviews,
 )
+
+from factories import make_review
 
 CHAT_TOKENS = (
     "<|im_start|>",

@@ -170,19 +170,27 @@ class Decider:
         ranked = sorted(judged, key=_compare_key, reverse=True)
         best, other = ranked[0], ranked[1]
         tie = _compare_key(best) == _compare_key(other)
-        values = {
+        values: dict[str, str | float] = {
             "title": best.sheet.title,
             "kind": best.verdict.kind.value,
             "other_title": other.sheet.title,
             "other_kind": other.verdict.kind.value,
+            "rating": best.sheet.rating.bayesian or 0.0,
+            "other_rating": other.sheet.rating.bayesian or 0.0,
         }
-        code = "compare_tie" if tie else "compare_pick"
-        pick = Reason(
-            code,
-            Polarity.INFO,
-            {"sku": best.sheet.sku, "other_sku": other.sheet.sku},
-            sentence(code, intent.language, values),
-        )
+        if tie:
+            code = "compare_tie"
+        elif best.verdict.kind is other.verdict.kind:
+            code = "compare_pick_rating"
+        else:
+            code = "compare_pick"
+        numbers: dict[str, float | int | str] = {
+            "sku": best.sheet.sku,
+            "other_sku": other.sheet.sku,
+        }
+        if code == "compare_pick_rating":
+            numbers.update(rating=values["rating"], other_rating=values["other_rating"])
+        pick = Reason(code, Polarity.INFO, numbers, sentence(code, intent.language, values))
         clock.lap("verdict")
         return self._finish(
             Decision(

@@ -44,6 +44,10 @@ _EN: dict[str, str] = {
     "out_of_stock": "It is out of stock right now.",
     "low_stock": "Only {quantity} left in stock.",
     "compare_pick": "{title} is the better choice: {kind} against {other_kind} for {other_title}.",
+    "compare_pick_rating": (
+        "{title} is the better choice: both are {kind}, and it is rated {rating}/5 against "
+        "{other_rating}/5 for {other_title}."
+    ),
     "compare_tie": "Neither is clearly better: {title} is {kind}, {other_title} is {other_kind}.",
     "top_sales": "#{rank} {title}: {value} sold in the last {days} days.",
     "top_rating": "#{rank} {title}: rated {value}/5 from {count} reviews in the last {days} days.",
@@ -75,6 +79,9 @@ _ZH: dict[str, str] = {
     "out_of_stock": "目前缺货。",
     "low_stock": "库存仅剩{quantity}件。",
     "compare_pick": "{title}更值得买：结论为{kind}，而{other_title}为{other_kind}。",
+    "compare_pick_rating": (
+        "{title}更值得买：两者结论都是{kind}，但它的评分为{rating}/5，{other_title}为{other_rating}/5。"
+    ),
     "compare_tie": "两者难分高下：{title}为{kind}，{other_title}为{other_kind}。",
     "top_sales": "第{rank}名 {title}：近{days}天售出{value}件。",
     "top_rating": "第{rank}名 {title}：近{days}天{count}条评价，评分{value}/5。",

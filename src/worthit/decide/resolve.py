@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rapidfuzz import fuzz, process, utils
+from rapidfuzz import fuzz, process
 
 from worthit.market.entities import SearchHit
 from worthit.market.store import MarketStore
@@ -24,6 +24,9 @@ RESOLVE_SCORE = 88.0
 CLEAR_MARGIN = 6.0
 CANDIDATE_SCORE = 55.0
 MAX_CANDIDATES = 5
+
+
+_FILLER = frozenset({"the", "a", "an", "this", "that", "my", "new", "one"})
 
 
 class ResolutionStatus(StrEnum):
@@ -143,12 +146,7 @@ class ProductResolver:
 
     def _scan(self, key: str) -> list[Candidate]:
         matches = process.extract(
-            key,
-            self._choices,
-            scorer=fuzz.WRatio,
-            processor=utils.default_process,
-            limit=20,
-            score_cutoff=CANDIDATE_SCORE - 15,
+            key, self._choices, scorer=fuzz.QRatio, limit=20, score_cutoff=CANDIDATE_SCORE - 15
         )
         best: dict[str, float] = {}
         for _, _, index in matches:
@@ -162,17 +160,45 @@ def _similarity(mention: str, name: str) -> float:
     """How well a mention names a product: containment counts, as do typos.
 
     token_set_ratio rewards "aurora nc700" inside a long title; ratio keeps the
-    score honest when the mention is a near-spelling of a short alias.
+    score honest when the mention is a near-spelling of a short alias. Two or three
+    characters say too little to resolve anything but an exact name.
     """
     if mention == name:
         return 100.0
-    contained = 96.0 if mention in name and len(mention) >= 4 else 0.0
-    return max(
-        contained,
-        fuzz.token_set_ratio(mention, name) * (0.97 if len(mention) < 4 else 1.0),
+    informative = _weight(mention) >= 4
+    score = max(
+        96.0 if mention in name and informative else 0.0,
+        fuzz.token_set_ratio(mention, name),
         fuzz.ratio(mention, name),
         fuzz.partial_ratio(mention, name) * 0.9,
     )
+    score *= 0.4 + 0.6 * _coverage(mention, name)
+    return score if informative else min(score, CANDIDATE_SCORE - 1)
+
+
+def _coverage(mention: str, name: str) -> float:
+    """Share of the mention's words found (exactly, inside, or nearly) among the name's.
+
+    Whole-string scores forgive an invented word next to a real one ("Zorblax 900"
+    is close to "BX900"); coverage does not.
+    """
+    words = [w for w in mention.split() if w not in _FILLER]
+    targets = name.split()
+    total = 0.0
+    for word in words:
+        best = 0.0
+        for target in targets:
+            if word == target or (word in target and _weight(word) >= 4):
+                best = 1.0
+                break
+            best = max(best, fuzz.ratio(word, target) / 100)
+        total += best if best >= 0.8 else 0.0
+    return total / len(words) if words else 0.0
+
+
+def _weight(text: str) -> int:
+    """Length in Latin-letter equivalents: one Chinese character says about as much as two."""
+    return sum(2 if "\u3400" <= ch <= "\u9fff" else 1 for ch in text if not ch.isspace())
 
 
 def _ranked(best: dict[str, float], title: Callable[[str], str]) -> list[Candidate]:

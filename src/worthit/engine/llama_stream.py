@@ -1,7 +1,9 @@
 """The simplest real runner: one llama.cpp model in-process, one stream at a time.
 
 It serialises requests behind a lock, which is fine for the CLI; the batching engine
-serves many requests at once and replaces it in the server.
+serves many requests at once and replaces it in the server. The prompt is rendered with
+the chat template stored in the GGUF, so an answer can be started for the model (an
+`answer_prefix`), which keeps a small model on topic far better than instructions do.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ class LlamaStreamer:
             verbose=False,
         )
         self._lock = threading.Lock()
+        self._format = _chat_formatter(self._llama)
 
     @property
     def model_id(self) -> str:
         return self.model_path.name
+
+    def render(self, messages: list[dict[str, str]], answer_prefix: str = "") -> str:
+        return str(self._format(messages=messages).prompt) + answer_prefix
 
     def stream(
         self,
@@ -47,11 +53,13 @@ class LlamaStreamer:
         max_tokens: int = 64,
         temperature: float = 0.0,
         stop: list[str] | None = None,
+        answer_prefix: str = "",
     ) -> Iterator[str]:
-        """Yields text deltas; the caller may stop iterating early to cut generation."""
+        """Yields the text after `answer_prefix`; stop iterating early to cut generation."""
+        prompt = self.render(messages, answer_prefix)
         with self._lock:
-            chunks = self._llama.create_chat_completion(
-                messages=messages,
+            chunks = self._llama.create_completion(
+                prompt=prompt,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 stop=stop,
@@ -59,11 +67,28 @@ class LlamaStreamer:
             )
             try:
                 for chunk in chunks:
-                    delta = chunk["choices"][0]["delta"].get("content")
-                    if delta:
-                        yield delta
+                    text = chunk["choices"][0]["text"]
+                    if text:
+                        yield text
             finally:
                 chunks.close()
 
     def count_tokens(self, text: str) -> int:
         return len(self._llama.tokenize(text.encode(), add_bos=False, special=True))
+
+
+def _chat_formatter(llama: Any) -> Any:
+    """The GGUF's own chat template; ChatML when a model ships none."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+    eos = llama.detokenize([llama.token_eos()], special=True).decode(errors="ignore")
+    bos = llama.detokenize([llama.token_bos()], special=True).decode(errors="ignore")
+    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+
+
+_CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)

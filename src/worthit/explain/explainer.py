@@ -15,12 +15,15 @@ from typing import Protocol
 from worthit.decide.verdict import Verdict
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
-from worthit.explain.prompt import build_messages
+from worthit.explain.prompt import answer_prefix, build_messages
+from worthit.explain.sanity import problem, repetitive
 from worthit.explain.templates import template_explanation
 from worthit.facts.sheet import FactSheet
 from worthit.market.entities import Review
 
 DEFAULT_MAX_TOKENS = 64
+STOP = ["\n"]
+"""An explanation is one paragraph: a new line is the model starting something else."""
 
 
 class TextStreamer(Protocol):
@@ -32,6 +35,7 @@ class TextStreamer(Protocol):
         max_tokens: int = ...,
         temperature: float = ...,
         stop: list[str] | None = ...,
+        answer_prefix: str = ...,
     ) -> Iterator[str]: ...
 
 
@@ -61,42 +65,49 @@ def explain(
     streamer: TextStreamer | None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> Iterator[Delta | Explanation]:
-    """Yields guarded text deltas, then one Explanation (the last item, always)."""
+    """Yields guarded text deltas, then one Explanation (the last item, always).
+
+    The answer is started for the model with the verdict's headline ("Better to wait
+    because"), so what it writes is the reason, not a new verdict.
+    """
     started = time.perf_counter()
     if streamer is None:
         yield _template(sheet, verdict, "no_model", "", started)
         return
     guard = GuardedStream(allowed_numbers(sheet, verdict))
     messages = build_messages(sheet, reviews, verdict, question)
+    prefix = answer_prefix(verdict)
+    pending = guard.feed(prefix)
     first_token_ms: float | None = None
     finish = "stop"
     try:
-        for piece in streamer.stream(messages, max_tokens=max_tokens, temperature=0.0):
+        stream = streamer.stream(
+            messages, max_tokens=max_tokens, temperature=0.0, stop=STOP, answer_prefix=prefix
+        )
+        for piece in stream:
             if first_token_ms is None:
                 first_token_ms = _ms(started)
-            out = guard.feed(piece)
+            out = pending + guard.feed(piece)
+            pending = ""
             if out:
                 yield Delta(out)
             if guard.done:
                 break
+            if repetitive(guard.text):
+                yield _template(sheet, verdict, "repetitive", guard.shown, started)
+                return
         else:
-            finish = "length" if not guard.done and _looks_cut(guard.text) else "stop"
-        tail = guard.finish()
+            finish = "length" if _looks_cut(guard.text) else "stop"
+        tail = pending + guard.finish()
         if tail:
             yield Delta(tail)
     except UngroundedError as exc:
-        yield _template(
-            sheet,
-            verdict,
-            "ungrounded",
-            guard.text[: guard.released],
-            started,
-            exc.result.ungrounded,
-        )
+        yield _template(sheet, verdict, "ungrounded", guard.shown, started, exc.result.ungrounded)
         return
-    text = guard.text[: guard.released].strip()
-    if not text:
-        yield _template(sheet, verdict, "empty", "", started)
+    text = " ".join(guard.shown.split())
+    why = problem(text[len(prefix) :], verdict.kind)
+    if why is not None:
+        yield _template(sheet, verdict, why, guard.shown, started)
         return
     timings = {"llm_total": _ms(started)}
     if first_token_ms is not None:

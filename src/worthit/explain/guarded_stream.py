@@ -31,6 +31,11 @@ class GuardedStream:
         self.released = 0
 
     @property
+    def shown(self) -> str:
+        """Everything released so far: what a reader has already seen."""
+        return self.text[: self.released]
+
+    @property
     def done(self) -> bool:
         """True once the released text holds the sentences asked for."""
         return len(_SENTENCE_END.findall(self.text[: self.released])) >= self.max_sentences

@@ -6,8 +6,8 @@ import hashlib
 import json
 import threading
 import time
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import timedelta
 
 from worthit.facts.sheet import FactSheet, PromotionFact, RatingFacts, WindowStats
@@ -68,6 +68,8 @@ class FactsBuilder:
         volatility = volatility_pct(last90)
         stock = self.store.latest_stock(product.sku, until_ms=as_of)
         active, upcoming = _promotions(self.store.promotions(product.sku, as_of), as_of)
+        rating, newest_review = self._rating(product, as_of)
+        newest = max(current.ts_ms if current else 0, stock.ts_ms if stock else 0, newest_review)
         content = {
             "sku": product.sku,
             "title": product.title,
@@ -89,7 +91,7 @@ class FactsBuilder:
             "first_seen": iso(prices[0].ts_ms) if prices else None,
             "days_tracked": (as_of - prices[0].ts_ms) // DAY_MS if prices else 0,
             "observations": len(prices),
-            "rating": self._rating(product, as_of),
+            "rating": rating,
             "stock": stock.quantity if stock else None,
             "stock_at": iso(stock.ts_ms) if stock else None,
             "active_promotions": active,
@@ -98,17 +100,17 @@ class FactsBuilder:
             "revision": product.revision,
         }
         version = _version(content)
-        age = max(0, as_of - product.last_input_ms) if product.last_input_ms else -1
         return FactSheet(
             **content,  # type: ignore[arg-type]
             as_of=iso(as_of),
             version=version,
-            data_age_ms=age,
+            data_age_ms=as_of - newest if newest else -1,
         )
 
-    def _rating(self, product: Product, as_of: int) -> RatingFacts:
+    def _rating(self, product: Product, as_of: int) -> tuple[RatingFacts, int]:
+        """The rating facts, and when the newest review visible at `as_of` was written."""
         split = as_of - RECENT_RATING_DAYS * DAY_MS
-        earlier_n, earlier_sum, recent_n, recent_sum = self.store.rating_split(
+        earlier_n, earlier_sum, recent_n, recent_sum, newest = self.store.rating_split(
             product.sku, split, as_of
         )
         count = earlier_n + recent_n
@@ -116,7 +118,7 @@ class FactsBuilder:
         prior = self.category_prior(product.category)
         recent = recent_sum / recent_n if recent_n else None
         earlier = earlier_sum / earlier_n if earlier_n else None
-        return RatingFacts(
+        facts = RatingFacts(
             count=count,
             mean=round(total / count, 2) if count else None,
             bayesian=round(bayesian_average(total, count, prior, PRIOR_WEIGHT), 2),
@@ -129,6 +131,7 @@ class FactsBuilder:
             if recent is not None and earlier is not None
             else None,
         )
+        return facts, newest
 
     def _sales(self, sku: str, as_of: int, days: int) -> int:
         today = from_ms(as_of).date()
@@ -200,6 +203,8 @@ def _encode(value: object) -> object:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
-def with_age(sheet: FactSheet, last_input_ms: int, at_ms: int) -> FactSheet:
-    """The same sheet, its data age recomputed for a later read out of a cache."""
-    return replace(sheet, data_age_ms=max(0, at_ms - last_input_ms) if last_input_ms else -1)
+def aged(sheet: FactSheet, elapsed_ms: int) -> FactSheet:
+    """The same sheet read `elapsed_ms` after it was built: its data is that much older."""
+    if sheet.data_age_ms < 0:
+        return sheet
+    return replace(sheet, data_age_ms=sheet.data_age_ms + elapsed_ms)

@@ -12,9 +12,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from worthit.facts.builder import FactsBuilder, with_age
+from worthit.facts.builder import FactsBuilder, aged
 from worthit.facts.sheet import FactSheet
-from worthit.market.timeutil import now_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,14 +39,14 @@ class FactsCache:
         current = self.builder.store.revision(sku)
         if current is None:
             return None
-        revision, last_input_ms = current
+        revision = current[0]
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(sku)
             if entry and entry.revision == revision and now - entry.built_at < self.max_age_s:
                 self._entries.move_to_end(sku)
                 self.hits += 1
-                return with_age(entry.sheet, last_input_ms, now_ms())
+                return aged(entry.sheet, int((now - entry.built_at) * 1000))
             self.misses += 1
         sheet = self.builder.build(sku)
         if sheet is None:

@@ -133,11 +133,12 @@ class MarketStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 self._known_skus = None
                 raise
-            conn.execute("COMMIT")
 
     # --- writes -------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ class MarketStore:
             )
             self._skus().add(record.sku)
             return cursor.rowcount > 0
-        if record.sku not in self._skus():
+        if not self.has_sku(record.sku):
             raise UnknownSkuError(record.sku)
         if isinstance(record, PriceRecord):
             args: tuple[object, ...] = (
@@ -201,7 +202,14 @@ class MarketStore:
         return conn.execute(sql, args).rowcount > 0
 
     def has_sku(self, sku: str) -> bool:
-        return sku in self._skus()
+        """Known to this process, or written since by another one (checked on a miss)."""
+        known = self._skus()
+        if sku in known:
+            return True
+        row = self._conn().execute("SELECT 1 FROM products WHERE sku = ?", (sku,)).fetchone()
+        if row is not None:
+            known.add(sku)
+        return row is not None
 
     def _skus(self) -> set[str]:
         if self._known_skus is None:
@@ -267,8 +275,10 @@ class MarketStore:
         )
         return [Review(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
 
-    def rating_split(self, sku: str, split_ms: int, until_ms: int) -> tuple[int, int, int, int]:
-        """(earlier count, earlier sum, recent count, recent sum) around `split_ms`.
+    def rating_split(
+        self, sku: str, split_ms: int, until_ms: int
+    ) -> tuple[int, int, int, int, int]:
+        """(earlier count, earlier sum, recent count, recent sum, newest ts) around `split_ms`.
 
         Aggregated in SQL so the hot path never reads review text it does not show.
         """
@@ -278,13 +288,14 @@ class MarketStore:
                 "SELECT coalesce(sum(ts < ?), 0),"
                 " coalesce(sum(CASE WHEN ts < ? THEN rating END), 0),"
                 " coalesce(sum(ts >= ?), 0),"
-                " coalesce(sum(CASE WHEN ts >= ? THEN rating END), 0)"
+                " coalesce(sum(CASE WHEN ts >= ? THEN rating END), 0),"
+                " coalesce(max(ts), 0)"
                 " FROM reviews WHERE sku = ? AND ts <= ?",
                 (split_ms, split_ms, split_ms, split_ms, sku, until_ms),
             )
             .fetchone()
         )
-        return int(row[0]), int(row[1]), int(row[2]), int(row[3])
+        return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
 
     def top_reviews(self, sku: str, limit: int, until_ms: int | None = None) -> list[Review]:
         """The reviews an explanation quotes: newest verified first, deterministic order."""

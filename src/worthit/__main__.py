@@ -1,0 +1,3 @@
+from worthit.cli.app import main
+
+main()

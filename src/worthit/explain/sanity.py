@@ -1,0 +1,71 @@
+"""Checks on the model's wording beyond its numbers: a small model loops, echoes its
+prompt, or says the opposite of the verdict it was asked to explain.
+
+Each check names the problem, so the fallback to the template is explainable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from worthit.decide.verdict import VerdictKind
+
+_ECHOES = (
+    "one or two short sentences",
+    "tell the shopper",
+    "the main reason in",
+    "verdict:",
+    "because:",
+    "question:",
+    "请用中文",
+    "结论：",
+    "理由：",
+    "<<<",
+    "facts ",
+)
+_WORDS = re.compile(r"\w+", re.UNICODE)
+_RUN = re.compile(r"([^\s\d])\1{4,}")
+_BUY_CLAIMS = re.compile(
+    r"(?<!not )(?<!n't )\b(worth buying|buy (it )?now|good deal|great deal)\b|值得买|值得入手"
+)
+_NEGATIVE_CLAIMS = re.compile(
+    r"\b(not worth|don't buy|do not buy|skip it|avoid)\b|不值得|不建议|别买"
+)
+
+
+def problem(text: str, kind: VerdictKind, min_words: int = 4) -> str | None:
+    """Why the text cannot be shown, or None when it can."""
+    lowered = text.lower()
+    if any(echo in lowered for echo in _ECHOES):
+        return "echoed_prompt"
+    words = _WORDS.findall(lowered)
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    if len(words) + cjk // 2 < min_words:
+        return "too_short"
+    if repetitive(text):
+        return "repetitive"
+    if kind is VerdictKind.BUY and _NEGATIVE_CLAIMS.search(lowered):
+        return "contradicts_verdict"
+    if kind is not VerdictKind.BUY and _BUY_CLAIMS.search(_after_headline(lowered, kind)):
+        return "contradicts_verdict"
+    return None
+
+
+def repetitive(text: str) -> bool:
+    """A word trigram three times, a character five times running, or one line twice."""
+    if _RUN.search(text):
+        return True
+    words = _WORDS.findall(text.lower())
+    trigrams = Counter(zip(words, words[1:], words[2:], strict=False))
+    if trigrams and max(trigrams.values()) >= 3:
+        return True
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return len(lines) != len(set(lines))
+
+
+def _after_headline(text: str, kind: VerdictKind) -> str:
+    """The headline "Not worth buying" itself must not count as a buy claim."""
+    if kind is VerdictKind.SKIP:
+        return text.replace("not worth buying", "")
+    return text

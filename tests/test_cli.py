@@ -1,0 +1,169 @@
+"""The `worthit` command as a user runs it, in a child process (template text, no model)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+
+@pytest.fixture
+def market(small_market: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "m.db"
+    shutil.copy(small_market, copy)
+    return copy
+
+
+def ask(market: Path, question: str, *extra: str) -> dict[str, object]:
+    result = run_cli("ask", "--db", str(market), "--no-llm", "--json", *extra, question)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("question", "sku", "verdict"),
+    [
+        ("Is the Aurora NC700 worth buying?", "S1", "BUY"),
+        ("Should I wait for the sale on the Lumina 55U8?", "S2", "WAIT"),
+        ("Is the Halden BrewMaster 3 worth it?", "S3", "SKIP"),
+        ("Orbitek Pulse 2 worth buying?", "S4", "INSUFFICIENT_DATA"),
+        ("极光NC700值不值得买？", "S1", "BUY"),
+    ],
+)
+def test_ask_json_answers_the_demo_scenarios(
+    market: Path, question: str, sku: str, verdict: str
+) -> None:
+    answer = ask(market, question)
+    assert answer["sku"] == sku
+    assert answer["verdict"] == verdict
+    assert 0.0 <= answer["confidence"] <= 1.0  # type: ignore[operator]
+    reasons = answer["reasons"]
+    assert isinstance(reasons, list) and reasons
+    assert all({"code", "text"} <= set(r) for r in reasons)
+    assert answer["explanation_source"] == "template"
+    assert isinstance(answer["explanation"], str) and answer["explanation"]
+    assert isinstance(answer["facts_version"], str)
+    assert isinstance(answer["data_age_ms"], int)
+    assert {"intent", "resolve", "facts", "verdict", "total"} <= set(answer["timings_ms"])  # type: ignore[arg-type]
+
+
+def test_chinese_question_gets_a_chinese_answer(market: Path) -> None:
+    answer = ask(market, "极光NC700值不值得买？")
+    assert answer["language"] == "zh"
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in str(answer["explanation"]))
+
+
+def test_compare_and_top_n(market: Path) -> None:
+    compared = ask(market, "Kestrel Q5 or Nordvik Aria ANC?")
+    assert compared["intent"] == "compare"
+    assert {c["sku"] for c in compared["compared"]} == {"S5", "S6"}  # type: ignore[union-attr,index]
+    top = ask(market, "top 3 headphones by sales in the last 3 days")
+    assert top["intent"] == "top_n" and top["verdict"] is None
+    ranking = top["ranking"]
+    assert isinstance(ranking, list) and 1 <= len(ranking) <= 3
+    values = [item["value"] for item in ranking]
+    assert values == sorted(values, reverse=True)
+
+
+def test_sku_option_skips_resolution(market: Path) -> None:
+    assert ask(market, "worth it?", "--sku", "S3")["verdict"] == "SKIP"
+
+
+def test_human_output_shows_verdict_then_explanation_then_timings(market: Path) -> None:
+    result = run_cli("ask", "--db", str(market), "--no-llm", "Is the Aurora NC700 worth buying?")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("BUY") < out.index("Worth buying now") < out.index("timings:")
+    assert "data age" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("ask", "   "), 2, "question is empty"),
+        (("ask", "Is the Zorblax Hyperdrive 9000 worth it?"), 3, "unknown product"),
+        (("ask", "hello there"), 3, "Could not find a product"),
+        (("ask", "--sku", "S99999", "worth it?"), 3, "unknown sku"),
+        (("facts", "S99999"), 3, "unknown sku"),
+    ],
+)
+def test_clear_errors_and_exit_codes(
+    market: Path, args: tuple[str, ...], code: int, message: str
+) -> None:
+    result = run_cli(
+        *args[:1], "--db", str(market), "--no-llm" if args[0] == "ask" else "--json", *args[1:]
+    )
+    assert result.returncode == code
+    assert message in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_model_file_is_a_clear_error(market: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.gguf"
+    result = run_cli("ask", "--db", str(market), "--model", str(missing), "Aurora NC700?")
+    assert result.returncode == 2
+    assert f"model file not found: {missing}" in result.stderr
+    assert "Traceback" not in result.stderr
+    not_gguf = tmp_path / "fake.gguf"
+    not_gguf.write_text("hello")
+    result = run_cli("ask", "--db", str(market), "--model", str(not_gguf), "Aurora NC700?")
+    assert result.returncode == 2 and "not a GGUF" in result.stderr
+
+
+def test_facts_json(market: Path) -> None:
+    result = run_cli("facts", "--db", str(market), "S1", "--json")
+    assert result.returncode == 0, result.stderr
+    sheet = json.loads(result.stdout)
+    assert sheet["sku"] == "S1" and sheet["current_price"] > 0
+    assert [w["days"] for w in sheet["windows"]] == [30, 90, 180]
+    table = run_cli("facts", "--db", str(market), "S1")
+    assert "all-time low" in table.stdout and "facts version" in table.stdout
+
+
+def test_import_file_and_stdin(tmp_path: Path) -> None:
+    db = tmp_path / "i.db"
+    lines = [
+        {"type": "product", "sku": "X1", "title": "Test Kettle", "brand": "T", "category": "k"},
+        {"type": "price", "sku": "X1", "ts": "2026-01-01T00:00:00Z", "price": 20.0},
+    ]
+    data = "\n".join(json.dumps(x) for x in lines) + "\n{oops\n"
+    source = tmp_path / "in.jsonl"
+    source.write_text(data)
+    first = run_cli("import", "--db", str(db), str(source))
+    assert first.returncode == 1
+    assert "line 3" in first.stderr and "2 written" in first.stdout
+    again = run_cli("import", "--db", str(db), "-", "--json", stdin=data)
+    report = json.loads(again.stdout)
+    assert (report["written"], report["unchanged"]) == (0, 2)
+    assert report["errors"] == [
+        {"line": 3, "field": "(line)", "message": report["errors"][0]["message"]}
+    ]
+    missing = run_cli("import", "--db", str(db), str(tmp_path / "none.jsonl"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_simulate_is_deterministic(tmp_path: Path) -> None:
+    outs = []
+    for name in ("a.db", "b.db"):
+        result = run_cli(
+            "simulate",
+            "--db",
+            str(tmp_path / name),
+            "--skus",
+            "10",
+            "--days",
+            "30",
+            "--seed",
+            "3",
+            "--end",
+            "2026-06-30",
+        )
+        assert result.returncode == 0, result.stderr
+        outs.append(result.stdout)
+    assert outs[0] == outs[1] and "10 products" in outs[0]
+    bad = run_cli("simulate", "--db", str(tmp_path / "c.db"), "--end", "June")
+    assert bad.returncode == 2 and "--end" in bad.stderr

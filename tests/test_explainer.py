@@ -1,0 +1,162 @@
+"""The explanation flow around the model: guard while streaming, template on any failure.
+
+The model here is a scripted fake (this is a unit test of the flow); the real bundled
+model runs in tests/test_ask_e2e.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worthit.decide.verdict import Polarity, VerdictKind
+from worthit.explain.explainer import Delta, Explanation, explain
+from worthit.explain.guard import allowed_numbers
+from worthit.explain.guarded_stream import GuardedStream, UngroundedError
+from worthit.explain.sanity import problem, repetitive
+from worthit.explain.templates import template_explanation
+
+from factories import make_reason, make_sheet, make_verdict
+
+
+class Scripted:
+    """Streams fixed pieces, recording what it was asked."""
+
+    def __init__(self, *pieces: str) -> None:
+        self.pieces = pieces
+        self.calls: list[dict[str, object]] = []
+        self.consumed = 0
+
+    def stream(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        answer_prefix: str = "",
+    ) -> Iterator[str]:
+        self.calls.append({"messages": messages, "prefix": answer_prefix, "stop": stop})
+        for piece in self.pieces:
+            self.consumed += 1
+            yield piece
+
+
+BUY = make_verdict(
+    kind=VerdictKind.BUY,
+    reasons=(
+        make_reason(
+            code="near_all_time_low",
+            polarity=Polarity.BUY,
+            numbers={"current": 299.0, "low": 249.0, "gap_pct": 2.4},
+            text="At $299.00 it is within 2.4% of its all-time low of $249.00.",
+        ),
+    ),
+)
+
+
+def run(streamer: Scripted | None, verdict=BUY) -> tuple[str, Explanation]:
+    deltas, final = [], None
+    for item in explain(make_sheet(), [], verdict, "Worth it?", streamer):
+        if isinstance(item, Delta):
+            deltas.append(item.text)
+        else:
+            final = item
+    assert final is not None
+    return "".join(deltas), final
+
+
+def test_grounded_text_streams_and_is_kept() -> None:
+    model = Scripted(" it is only 2.4", "% above its all-time low of $249", ".00. Great", " value.")
+    shown, final = run(model)
+    assert final.source == "llm"
+    assert final.text == (
+        "Worth buying now because it is only 2.4% above its all-time low of $249.00. Great value."
+    )
+    assert shown.startswith("Worth buying now because it is only")
+    assert model.calls[0]["prefix"] == "Worth buying now because"
+    assert model.calls[0]["stop"] == ["\n"]
+
+
+def test_stops_reading_the_model_after_two_sentences() -> None:
+    model = Scripted(" a. ", "Price is low. ", "Third one. ", "Fourth.", "Fifth.")
+    _, final = run(model)
+    assert final.source == "llm"
+    assert "Third" not in final.text
+    assert model.consumed == 2
+
+
+def test_an_invented_price_falls_back_to_the_template_before_it_is_shown() -> None:
+    model = Scripted(" it was $27", "7 last week", " and is cheap now.")
+    shown, final = run(model)
+    assert final.source == "template"
+    assert final.fallback_reason == "ungrounded"
+    assert final.ungrounded == ("277",)
+    assert final.text == template_explanation(BUY, make_sheet())
+    assert "27" not in shown
+
+
+def test_looping_output_is_cut_off() -> None:
+    model = Scripted(*([" buy now"] * 40))
+    _, final = run(model)
+    assert (final.source, final.fallback_reason) == ("template", "repetitive")
+    assert model.consumed < 10
+
+
+@pytest.mark.parametrize(
+    ("pieces", "why"),
+    [
+        ((" of the price.",), "too_short"),
+        ((" Verdict: buy.",), "echoed_prompt"),
+        ((" it is not worth buying at all.",), "contradicts_verdict"),
+        ((), "too_short"),
+    ],
+)
+def test_bad_wording_falls_back(pieces: tuple[str, ...], why: str) -> None:
+    _, final = run(Scripted(*pieces))
+    assert (final.source, final.fallback_reason) == ("template", why)
+
+
+def test_no_model_means_template_text() -> None:
+    _, final = run(None)
+    assert (final.source, final.fallback_reason) == ("template", "no_model")
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "expected"),
+    [
+        ("it is cheap and well rated by buyers", VerdictKind.BUY, None),
+        ("it is a good deal right now honestly", VerdictKind.WAIT, "contradicts_verdict"),
+        ("a sale starts soon and it will be cheaper", VerdictKind.WAIT, None),
+        ("不建议购买，评分下降了很多", VerdictKind.BUY, "contradicts_verdict"),
+        ("price 1000000 is odd but grounded elsewhere", VerdictKind.BUY, None),
+        ("好好好好好好好", VerdictKind.BUY, "repetitive"),
+    ],
+)
+def test_sanity_rules(text: str, kind: VerdictKind, expected: str | None) -> None:
+    assert problem(text, kind) == expected
+
+
+def test_repetition_detector() -> None:
+    assert repetitive("buy it now, buy it now, buy it now")
+    assert repetitive("line one\nline one")
+    assert not repetitive("It is at its lowest price in 90 days and rated 4.4/5.")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="0123456789.,$% abc", max_size=6), max_size=20))
+def test_released_text_is_always_grounded_however_it_is_split(pieces: list[str]) -> None:
+    """Whatever the split into tokens, no released prefix carries an ungrounded number."""
+    allowed = allowed_numbers(make_sheet(), BUY)
+    guard = GuardedStream(allowed, max_sentences=50)
+    try:
+        for piece in pieces:
+            guard.feed(piece)
+        guard.finish()
+    except UngroundedError:
+        pass
+    from worthit.explain.guard import check_grounding
+
+    assert check_grounding(guard.shown, allowed).ok

@@ -1,0 +1,137 @@
+"""The fact sheet, computed from a small hand-built history at a pinned moment."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from worthit.facts.builder import DEFAULT_PRIOR_MEAN, PRIOR_WEIGHT, FactsBuilder
+from worthit.facts.cache import FactsCache
+from worthit.market.records import (
+    PriceRecord,
+    ProductRecord,
+    PromotionRecord,
+    ReviewRecord,
+    SalesRecord,
+    StockRecord,
+)
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import to_ms
+
+NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
+AT = to_ms(NOW)
+
+
+def days_ago(n: float) -> datetime:
+    return NOW - timedelta(days=n)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MarketStore:
+    store = MarketStore(tmp_path / "m.db")
+    prices = [300.0] * 100 + [250.0] * 5 + [310.0] * 45 + [280.0]
+    records: list[object] = [
+        ProductRecord(sku="S1", title="Aurora NC700", brand="Aurora", category="headphones")
+    ]
+    start = len(prices) - 1
+    records += [
+        PriceRecord(sku="S1", ts=days_ago(start - i), price=p, list_price=450.0)
+        for i, p in enumerate(prices)
+    ]
+    records += [
+        StockRecord(sku="S1", ts=days_ago(3), quantity=40),
+        StockRecord(sku="S1", ts=days_ago(1), quantity=4),
+        PromotionRecord(sku="S1", name="Now", starts=days_ago(1), ends=days_ago(-2), price=270.0),
+        PromotionRecord(
+            sku="S1", name="Soon", starts=days_ago(-10), ends=days_ago(-12), price=240.0
+        ),
+        PromotionRecord(sku="S1", name="Past", starts=days_ago(40), ends=days_ago(39), price=200.0),
+    ]
+    records += [
+        ReviewRecord(sku="S1", review_id=f"old{i}", ts=days_ago(60 + i), rating=5, text="good")
+        for i in range(10)
+    ]
+    records += [
+        ReviewRecord(sku="S1", review_id=f"new{i}", ts=days_ago(i), rating=2, text="worse")
+        for i in range(5)
+    ]
+    records += [
+        SalesRecord(sku="S1", date=(NOW - timedelta(days=i)).date(), units=10 + i) for i in range(5)
+    ]
+    store.apply(records)  # type: ignore[arg-type]
+    return store
+
+
+def test_price_windows_lows_and_percentile(store: MarketStore) -> None:
+    sheet = FactsBuilder(store).build("S1", at_ms=AT)
+    assert sheet is not None
+    assert sheet.current_price == 280.0
+    assert sheet.list_price == 450.0
+    assert sheet.observations == 151
+    assert sheet.days_tracked == 150
+    w30, w90, w180 = sheet.windows
+    assert (w30.days, w30.observations, w30.min) == (30, 31, 280.0)
+    assert w30.avg == round((310.0 * 30 + 280.0) / 31, 2)
+    assert w90.median == 300.0
+    assert w180.min == 250.0 and w180.observations == 151
+    assert sheet.all_time_low == 250.0
+    assert sheet.all_time_low_at == days_ago(46).date().isoformat()
+    assert sheet.all_time_high == 310.0
+    assert sheet.percentile_90d is not None and sheet.percentile_90d < 10
+
+
+def test_ratings_are_shrunk_to_the_category_and_split_by_recency(store: MarketStore) -> None:
+    sheet = FactsBuilder(store).build("S1", at_ms=AT)
+    assert sheet is not None
+    rating = sheet.rating
+    assert rating.count == 15 and rating.recent_count == 5
+    assert (rating.recent_mean, rating.earlier_mean, rating.trend) == (2.0, 5.0, -3.0)
+    prior = rating.prior_mean
+    assert prior == 4.0  # the category's own mean: 15 reviews ≥ the prior weight
+    assert rating.bayesian == round((prior * PRIOR_WEIGHT + 60) / (PRIOR_WEIGHT + 15), 2)
+    assert DEFAULT_PRIOR_MEAN > 0
+
+
+def test_stock_promotions_and_sales(store: MarketStore) -> None:
+    sheet = FactsBuilder(store).build("S1", at_ms=AT)
+    assert sheet is not None
+    assert sheet.stock == 4
+    assert [p.name for p in sheet.active_promotions] == ["Now"]
+    assert [p.name for p in sheet.upcoming_promotions] == ["Soon"]
+    assert sheet.upcoming_promotions[0].days_until_start == 10.0
+    assert sheet.sales_3d == 10 + 11 + 12
+
+
+def test_version_moves_with_any_input_and_only_then(store: MarketStore) -> None:
+    builder = FactsBuilder(store)
+    first = builder.build("S1", at_ms=AT)
+    again = builder.build("S1", at_ms=AT)
+    assert first is not None and again is not None
+    assert first.version == again.version
+    store.apply([ReviewRecord(sku="S1", review_id="x", ts=days_ago(200), rating=3)])  # type: ignore[arg-type]
+    changed = builder.build("S1", at_ms=AT)
+    assert changed is not None and changed.version != first.version
+
+
+def test_data_age_is_the_age_of_the_newest_input(store: MarketStore) -> None:
+    sheet = FactsBuilder(store).build("S1", at_ms=AT)
+    assert sheet is not None
+    assert sheet.data_age_ms == AT - to_ms(days_ago(0))
+
+
+def test_unknown_product_has_no_sheet(store: MarketStore) -> None:
+    assert FactsBuilder(store).build("S404") is None
+    assert FactsCache(FactsBuilder(store)).get("S404") is None
+
+
+def test_cache_serves_until_an_input_changes(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store))
+    first = cache.get("S1")
+    second = cache.get("S1")
+    assert first is not None and second is not None
+    assert second.version == first.version and cache.hits == 1
+    store.apply([StockRecord(sku="S1", ts=days_ago(0.5), quantity=0)])  # type: ignore[arg-type]
+    third = cache.get("S1")
+    assert third is not None and third.stock == 0 and third.version != first.version

@@ -1,0 +1,141 @@
+"""JSONL import: good lines land, bad lines are named by number and field, re-import is a no-op."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worthit.market.importer import import_lines, parse_line
+from worthit.market.store import MarketStore
+
+GOOD = [
+    {
+        "type": "product",
+        "sku": "S1",
+        "title": "Aurora NC700 Wireless Headphones",
+        "brand": "Aurora",
+        "category": "headphones",
+        "aliases": ["NC700", "极光NC700"],
+    },
+    {
+        "type": "price",
+        "sku": "S1",
+        "ts": "2026-01-01T08:00:00Z",
+        "price": 299.0,
+        "currency": "USD",
+        "list_price": 399.0,
+    },
+    {"type": "stock", "sku": "S1", "ts": "2026-01-01T08:00:00Z", "quantity": 12},
+    {
+        "type": "review",
+        "sku": "S1",
+        "review_id": "r1",
+        "ts": "2026-01-02T10:00:00Z",
+        "rating": 4,
+        "text": "Great sound",
+        "verified": True,
+    },
+    {
+        "type": "promotion",
+        "sku": "S1",
+        "name": "Double 11",
+        "starts": "2026-11-11T00:00:00Z",
+        "ends": "2026-11-12T00:00:00Z",
+        "price": 249.0,
+    },
+    {"type": "sales", "sku": "S1", "date": "2026-01-01", "units": 31},
+]
+
+
+def lines(records: list[dict[str, object]]) -> list[str]:
+    return [json.dumps(r, ensure_ascii=False) for r in records]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MarketStore:
+    return MarketStore(tmp_path / "m.db")
+
+
+def test_every_record_type_imports(store: MarketStore) -> None:
+    report = import_lines(store, lines(GOOD))
+    assert report.errors == []
+    assert report.written == len(GOOD)
+    assert store.prices("S1")[0].list_price == 399.0
+    assert store.latest_stock("S1") is not None
+    assert store.promotions("S1")[0].name == "Double 11"
+    assert store.sales("S1", "2026-01-01")[0].units == 31
+
+
+def test_importing_the_same_file_twice_changes_nothing(store: MarketStore) -> None:
+    import_lines(store, lines(GOOD))
+    revision = store.revision("S1")
+    again = import_lines(store, lines(GOOD))
+    assert (again.written, again.unchanged, again.errors) == (0, len(GOOD), [])
+    assert store.revision("S1") == revision
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("{not json", "(line)"),
+        ("[1, 2]", "(line)"),
+        ('{"type": "coupon", "sku": "S1"}', "type"),
+        ('{"type": "price", "sku": "S1", "ts": "2026-01-01T00:00:00Z", "price": -5}', "price"),
+        ('{"type": "price", "sku": "S1", "ts": "yesterday", "price": 5}', "ts"),
+        (
+            '{"type": "review", "sku": "S1", "review_id": "r", "ts": "2026-01-01T00:00:00Z",'
+            ' "rating": 6}',
+            "rating",
+        ),
+        (
+            '{"type": "stock", "sku": "S1", "ts": "2026-01-01T00:00:00Z", "quantity": 1,'
+            ' "colour": "red"}',
+            "colour",
+        ),
+        (
+            '{"type": "promotion", "sku": "S1", "name": "X", "starts": "2026-01-02T00:00:00Z",'
+            ' "ends": "2026-01-01T00:00:00Z", "price": 5}',
+            "ends",
+        ),
+        ('{"type": "price", "sku": "S404", "ts": "2026-01-01T00:00:00Z", "price": 5}', "sku"),
+    ],
+)
+def test_a_bad_line_is_reported_and_the_good_ones_still_land(
+    store: MarketStore, line: str, field: str
+) -> None:
+    good = lines(GOOD)
+    report = import_lines(store, [*good[:2], line, *good[2:]])
+    assert [(e.line, e.field) for e in report.errors] == [(3, field)]
+    assert report.written == len(GOOD)
+
+
+def test_blank_lines_are_skipped_but_counted(store: MarketStore) -> None:
+    report = import_lines(store, ["", *lines(GOOD[:2]), "   "])
+    assert report.lines == 4 and report.written == 2 and not report.errors
+
+
+def test_a_product_later_in_the_file_is_not_known_earlier(store: MarketStore) -> None:
+    good = lines(GOOD)
+    report = import_lines(store, [good[1], good[0]])
+    assert [(e.line, e.field) for e in report.errors] == [(1, "sku")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_parse_line_never_raises(text: str) -> None:
+    parse_line(text, 1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["type", "sku", "ts", "price", "rating", "units", "date", "x"]),
+        st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20)),
+    )
+)
+def test_parse_line_turns_any_object_into_a_record_or_an_error(data: dict[str, object]) -> None:
+    parse_line(json.dumps(data), 7)
