@@ -55,7 +55,9 @@ def questions(store: MarketStore, n: int, seed: int) -> list[str]:
         if roll < 0.3 and zh_alias:
             out.append(rng.choice(ZH).format(name=zh_alias, other=other.title))
         else:
-            name = rng.choice([hit.title, *hit.aliases[:1]])
+            name = rng.choice(
+                [hit.title, f"{hit.brand} {hit.aliases[0]}" if hit.aliases else hit.title]
+            )
             out.append(rng.choice(EN).format(name=name, other=other.title))
     return out
 

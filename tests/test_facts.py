@@ -9,6 +9,7 @@ import pytest
 
 from worthit.facts.builder import DEFAULT_PRIOR_MEAN, PRIOR_WEIGHT, FactsBuilder
 from worthit.facts.cache import FactsCache
+from worthit.facts.rankings import Rankings
 from worthit.market.records import (
     PriceRecord,
     ProductRecord,
@@ -135,3 +136,25 @@ def test_cache_serves_until_an_input_changes(store: MarketStore) -> None:
     store.apply([StockRecord(sku="S1", ts=days_ago(0.5), quantity=0)])  # type: ignore[arg-type]
     third = cache.get("S1")
     assert third is not None and third.stock == 0 and third.version != first.version
+
+
+def test_rankings_by_sales_and_by_rating_in_a_window(store: MarketStore) -> None:
+    store.apply(
+        [
+            ProductRecord(sku="S2", title="Borealis Buds", brand="B", category="headphones"),
+            SalesRecord(sku="S2", date=NOW.date(), units=100),
+            *(
+                ReviewRecord(sku="S2", review_id=f"b{i}", ts=days_ago(i), rating=5)
+                for i in range(4)
+            ),
+        ]  # type: ignore[arg-type]
+    )
+    rankings = Rankings(FactsBuilder(store))
+    by_sales = rankings.top("headphones", "sales", 7, 3, at_ms=AT)
+    assert [(i.rank, i.sku) for i in by_sales] == [(1, "S2"), (2, "S1")]
+    assert by_sales[0].title == "Borealis Buds" and by_sales[0].value == 100
+    by_rating = rankings.top("headphones", "rating", 7, 3, at_ms=AT)
+    assert [i.sku for i in by_rating] == ["S2", "S1"]
+    assert by_rating[0].value > by_rating[1].value
+    assert rankings.top("headphones", "sales", 7, 3) is rankings.top("headphones", "sales", 7, 3)
+    assert rankings.top("tvs", "sales", 7, 3, at_ms=AT) == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from enum import StrEnum
 
 from worthit.decide.intent import Intent, IntentKind, parse_intent
@@ -16,18 +15,15 @@ from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
-from worthit.facts.builder import PRIOR_WEIGHT
 from worthit.facts.cache import FactsCache
+from worthit.facts.rankings import RankedItem, Rankings
 from worthit.facts.sheet import FactSheet
-from worthit.facts.stats import bayesian_average
 from worthit.market.categories import BY_KEY
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, from_ms, now_ms
 
 DEFAULT_TOP_N = 3
 MAX_TOP_N = 10
 DEFAULT_TOP_WINDOW_DAYS = 7
-MIN_WINDOW_REVIEWS = 3
 
 
 class DecisionStatus(StrEnum):
@@ -35,16 +31,6 @@ class DecisionStatus(StrEnum):
     AMBIGUOUS = "ambiguous"
     UNKNOWN_PRODUCT = "unknown_product"
     NOT_UNDERSTOOD = "not_understood"
-
-
-@dataclass(frozen=True, slots=True)
-class RankedItem:
-    rank: int
-    sku: str
-    title: str
-    metric: str
-    value: float
-    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +82,7 @@ class Decider:
     def __init__(self, facts: FactsCache, resolver: ProductResolver) -> None:
         self.facts = facts
         self.resolver = resolver
+        self.rankings = Rankings(facts.builder)
 
     @property
     def store(self) -> MarketStore:
@@ -210,11 +197,7 @@ class Decider:
         n = min(MAX_TOP_N, intent.n or DEFAULT_TOP_N)
         days = intent.window_days or DEFAULT_TOP_WINDOW_DAYS
         metric = intent.metric or "sales"
-        now = now_ms()
-        if metric == "rating":
-            items = self._top_rated(intent.category, days, n, now)
-        else:
-            items = self._top_selling(intent.category, days, n, now)
+        items = self.rankings.top(intent.category, metric, days, n)
         clock.lap("facts")
         category = BY_KEY.get(intent.category or "")
         category_name = (
@@ -259,31 +242,6 @@ class Decider:
             ),
             clock,
         )
-
-    def _top_selling(self, category: str | None, days: int, n: int, now: int) -> list[RankedItem]:
-        today = from_ms(now).date()
-        since = (today - timedelta(days=days - 1)).isoformat()
-        rows = self.store.top_by_sales(category, since, today.isoformat(), n)
-        return [
-            RankedItem(i + 1, sku, self.resolver.title(sku), "sales", float(units), units)
-            for i, (sku, units) in enumerate(rows)
-            if units > 0
-        ]
-
-    def _top_rated(self, category: str | None, days: int, n: int, now: int) -> list[RankedItem]:
-        rows = self.store.ratings_in_window(category, now - days * DAY_MS, now)
-        scored = []
-        for sku, count, total in rows:
-            if count < MIN_WINDOW_REVIEWS:
-                continue
-            prior = self.facts.builder.category_prior(category or "")
-            value = bayesian_average(total, count, prior, PRIOR_WEIGHT)
-            scored.append((round(value, 2), count, sku))
-        scored.sort(key=lambda x: (-x[0], -x[1], x[2]))
-        return [
-            RankedItem(i + 1, sku, self.resolver.title(sku), "rating", value, count)
-            for i, (value, count, sku) in enumerate(scored[:n])
-        ]
 
     @staticmethod
     def _finish(decision: Decision, clock: _Clock) -> Decision:

@@ -137,9 +137,18 @@ def _bump_triggers() -> str:
     return "\n".join(parts)
 
 
+# v3: covering indexes for rankings over a time window (top sellers, top rated), so a
+# category's top-n reads only index pages.
+_V3_WINDOW_INDEXES = """
+CREATE INDEX sales_day_covering ON sales(day, sku, units);
+DROP INDEX sales_day;
+CREATE INDEX reviews_ts_covering ON reviews(ts, sku, rating);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "base tables", _V1_BASE),
     Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
+    Migration(3, "covering indexes for window rankings", _V3_WINDOW_INDEXES),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

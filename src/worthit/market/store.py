@@ -413,6 +413,15 @@ class MarketStore:
         )
         return [_hit(row) for row in rows]
 
+    def titles(self, skus: list[str]) -> dict[str, str]:
+        if not skus:
+            return {}
+        marks = ",".join("?" * len(skus))
+        rows = self._conn().execute(
+            f"SELECT sku, title FROM products WHERE sku IN ({marks})", skus
+        ).fetchall()
+        return {row[0]: row[1] for row in rows}
+
     def all_names(self) -> list[SearchHit]:
         rows = (
             self._conn()
