@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from conftest import run_cli
 
 pytestmark = pytest.mark.slow
