@@ -57,6 +57,82 @@ class Delta:
     text: str
 
 
+class FallbackError(Exception):
+    """The model's text cannot be used; `explanation` is the template that replaces it."""
+
+    def __init__(self, explanation: Explanation) -> None:
+        super().__init__(explanation.fallback_reason)
+        self.explanation = explanation
+
+
+class ExplanationRun:
+    """One explanation, driven piece by piece by whoever owns the model stream.
+
+    The CLI drives it from a blocking iterator, the server from the engine's async
+    stream; the rules (prefix, guard, sentence limit, sanity checks, fallback) live here
+    once. `feed` returns the text that is safe to show, or raises FallbackError.
+    """
+
+    def __init__(
+        self, sheet: FactSheet, reviews: Sequence[Review], verdict: Verdict, question: str
+    ) -> None:
+        self.sheet = sheet
+        self.verdict = verdict
+        self.messages = build_messages(sheet, reviews, verdict, question)
+        self.prefix = answer_prefix(verdict)
+        self._guard = GuardedStream(allowed_numbers(sheet, verdict))
+        self._pending = self._guard.feed(self.prefix)
+        self._started = time.perf_counter()
+        self._first_piece_ms: float | None = None
+
+    @property
+    def done(self) -> bool:
+        """The sentences wanted are out: stop reading the model."""
+        return self._guard.done
+
+    def feed(self, piece: str) -> str:
+        if self._first_piece_ms is None:
+            self._first_piece_ms = _ms(self._started)
+        try:
+            out = self._pending + self._guard.feed(piece)
+        except UngroundedError as exc:
+            raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
+        self._pending = ""
+        if repetitive(self._guard.text):
+            raise FallbackError(self.fallback("repetitive"))
+        return out
+
+    def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
+        """The last safe text and the kept explanation; raises FallbackError if it is unusable."""
+        try:
+            tail = self._pending + self._guard.finish()
+        except UngroundedError as exc:
+            raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
+        self._pending = ""
+        text = " ".join(self._guard.shown.split())
+        why = problem(text[len(self.prefix) :], self.verdict.kind)
+        if why is not None:
+            raise FallbackError(self.fallback(why))
+        if finish_reason is None:
+            finish_reason = "stop" if self.done or not _looks_cut(text) else "length"
+        timings = {"llm_total": _ms(self._started)}
+        if self._first_piece_ms is not None:
+            timings["llm_first_token"] = self._first_piece_ms
+        return tail, Explanation(text, "llm", finish_reason, timings_ms=timings)
+
+    def fallback(self, why: str, ungrounded: tuple[str, ...] = ()) -> Explanation:
+        """The template in place of the model's text, saying why."""
+        return Explanation(
+            text=template_explanation(self.verdict, self.sheet),
+            source="template",
+            finish_reason="fallback",
+            fallback_reason=why,
+            ungrounded=ungrounded,
+            streamed=self._guard.shown,
+            timings_ms={"llm_total": _ms(self._started)},
+        )
+
+
 def explain(
     sheet: FactSheet,
     reviews: Sequence[Review],
@@ -70,68 +146,27 @@ def explain(
     The answer is started for the model with the verdict's headline ("Better to wait
     because"), so what it writes is the reason, not a new verdict.
     """
-    started = time.perf_counter()
+    run = ExplanationRun(sheet, reviews, verdict, question)
     if streamer is None:
-        yield _template(sheet, verdict, "no_model", "", started)
+        yield run.fallback("no_model")
         return
-    guard = GuardedStream(allowed_numbers(sheet, verdict))
-    messages = build_messages(sheet, reviews, verdict, question)
-    prefix = answer_prefix(verdict)
-    pending = guard.feed(prefix)
-    first_token_ms: float | None = None
-    finish = "stop"
+    pieces = streamer.stream(
+        run.messages, max_tokens=max_tokens, temperature=0.0, stop=STOP, answer_prefix=run.prefix
+    )
     try:
-        stream = streamer.stream(
-            messages, max_tokens=max_tokens, temperature=0.0, stop=STOP, answer_prefix=prefix
-        )
-        for piece in stream:
-            if first_token_ms is None:
-                first_token_ms = _ms(started)
-            out = pending + guard.feed(piece)
-            pending = ""
+        for piece in pieces:
+            out = run.feed(piece)
             if out:
                 yield Delta(out)
-            if guard.done:
+            if run.done:
                 break
-            if repetitive(guard.text):
-                yield _template(sheet, verdict, "repetitive", guard.shown, started)
-                return
-        else:
-            finish = "length" if _looks_cut(guard.text) else "stop"
-        tail = pending + guard.finish()
-        if tail:
-            yield Delta(tail)
-    except UngroundedError as exc:
-        yield _template(sheet, verdict, "ungrounded", guard.shown, started, exc.result.ungrounded)
+        tail, explanation = run.finish()
+    except FallbackError as fallback:
+        yield fallback.explanation
         return
-    text = " ".join(guard.shown.split())
-    why = problem(text[len(prefix) :], verdict.kind)
-    if why is not None:
-        yield _template(sheet, verdict, why, guard.shown, started)
-        return
-    timings = {"llm_total": _ms(started)}
-    if first_token_ms is not None:
-        timings["llm_first_token"] = first_token_ms
-    yield Explanation(text=text, source="llm", finish_reason=finish, timings_ms=timings)
-
-
-def _template(
-    sheet: FactSheet,
-    verdict: Verdict,
-    why: str,
-    streamed: str,
-    started: float,
-    ungrounded: tuple[str, ...] = (),
-) -> Explanation:
-    return Explanation(
-        text=template_explanation(verdict, sheet),
-        source="template",
-        finish_reason="fallback",
-        fallback_reason=why,
-        ungrounded=ungrounded,
-        streamed=streamed,
-        timings_ms={"llm_total": _ms(started)},
-    )
+    if tail:
+        yield Delta(tail)
+    yield explanation
 
 
 def _looks_cut(text: str) -> bool:
