@@ -6,6 +6,7 @@ import typer
 
 from worthit.cli.ask import ask_command
 from worthit.cli.facts import facts_command
+from worthit.cli.keys import keys_app
 from worthit.cli.market import import_command, simulate_command
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ app.command("ask")(ask_command)
 app.command("facts")(facts_command)
 app.command("import")(import_command)
 app.command("simulate")(simulate_command)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -9,11 +9,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from worthit.answer.payload import answer_payload
 from worthit.answer.pipeline import Answerer, Finished, VerdictReady
 from worthit.cli.market import build_demo
 from worthit.cli.options import DbOption, JsonOption, db_path
 from worthit.cli.progress import stderr
-from worthit.cli.render import answer_json, print_timings, print_unresolved, print_verdict
+from worthit.cli.render import print_timings, print_unresolved, print_verdict
 from worthit.decide.decider import DecisionStatus
 from worthit.engine.model_files import MODEL_ENV, ModelNotFoundError, resolve_model_path
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
@@ -71,7 +72,7 @@ def ask_command(
             finished = event
     assert finished is not None
     if as_json:
-        print(json.dumps(answer_json(finished), ensure_ascii=False))
+        print(json.dumps(answer_payload(finished), ensure_ascii=False))
     else:
         _show_end(out, finished)
     status = finished.decision.status

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 
@@ -12,70 +10,6 @@ from worthit.decide.decider import Decision, DecisionStatus
 from worthit.facts.sheet import FactSheet
 
 _COLOURS = {"BUY": "bold green", "WAIT": "bold yellow", "SKIP": "bold red"}
-
-
-def answer_json(finished: Finished) -> dict[str, Any]:
-    decision = finished.decision
-    explanation = finished.explanation
-    verdict = decision.verdict
-    sheet = decision.sheet
-    data: dict[str, Any] = {
-        "question": decision.question,
-        "status": decision.status.value,
-        "intent": decision.intent.kind.value,
-        "language": decision.language,
-        "verdict": verdict.kind.value if verdict else None,
-        "confidence": verdict.confidence if verdict else None,
-        "reasons": [r.to_dict() for r in verdict.reasons] if verdict else [],
-        "sku": sheet.sku if sheet else None,
-        "title": sheet.title if sheet else None,
-        "explanation": explanation.text if explanation else None,
-        "explanation_source": explanation.source if explanation else None,
-        "finish_reason": explanation.finish_reason if explanation else None,
-        "data_age_ms": sheet.data_age_ms if sheet else None,
-        "facts_version": sheet.version if sheet else None,
-        "timings_ms": finished.timings_ms,
-    }
-    if explanation and explanation.fallback_reason:
-        data["fallback_reason"] = explanation.fallback_reason
-        data["ungrounded"] = list(explanation.ungrounded)
-    if decision.summary:
-        data["summary"] = [r.to_dict() for r in decision.summary]
-    if decision.compared:
-        data["compared"] = [
-            {
-                "sku": j.sheet.sku,
-                "title": j.sheet.title,
-                "verdict": j.verdict.kind.value,
-                "confidence": j.verdict.confidence,
-                "facts_version": j.sheet.version,
-            }
-            for j in decision.compared
-        ]
-    if decision.ranking:
-        data["ranking"] = [
-            {
-                "rank": i.rank,
-                "sku": i.sku,
-                "title": i.title,
-                "metric": i.metric,
-                "value": i.value,
-                "count": i.count,
-            }
-            for i in decision.ranking
-        ]
-    if decision.status in (DecisionStatus.AMBIGUOUS, DecisionStatus.UNKNOWN_PRODUCT):
-        data["candidates"] = [
-            {
-                "mention": r.mention,
-                "status": r.status.value,
-                "candidates": [
-                    {"sku": c.sku, "title": c.title, "score": c.score} for c in r.candidates
-                ],
-            }
-            for r in decision.resolutions
-        ]
-    return data
 
 
 def print_verdict(console: Console, decision: Decision) -> None:

@@ -1,0 +1,114 @@
+"""An answer as JSON: the one shape the CLI's --json and the HTTP API both speak."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worthit.answer.pipeline import Finished
+from worthit.decide.decider import Decision, DecisionStatus
+from worthit.explain.explainer import Explanation
+from worthit.facts.sheet import FactSheet
+
+
+def verdict_payload(decision: Decision) -> dict[str, Any]:
+    """Everything known before the model starts: sent first, as the SSE `verdict` event."""
+    verdict, sheet = decision.verdict, decision.sheet
+    data: dict[str, Any] = {
+        "question": decision.question,
+        "status": decision.status.value,
+        "intent": decision.intent.kind.value,
+        "language": decision.language,
+        "verdict": verdict.kind.value if verdict else None,
+        "confidence": verdict.confidence if verdict else None,
+        "reasons": [r.to_dict() for r in verdict.reasons] if verdict else [],
+        "sku": sheet.sku if sheet else None,
+        "title": sheet.title if sheet else None,
+        "facts": facts_summary(sheet) if sheet else None,
+        "data_age_ms": sheet.data_age_ms if sheet else None,
+        "facts_version": sheet.version if sheet else None,
+    }
+    if decision.summary:
+        data["summary"] = [r.to_dict() for r in decision.summary]
+    if decision.compared:
+        data["compared"] = [
+            {
+                "sku": j.sheet.sku,
+                "title": j.sheet.title,
+                "verdict": j.verdict.kind.value,
+                "confidence": j.verdict.confidence,
+                "facts_version": j.sheet.version,
+            }
+            for j in decision.compared
+        ]
+    if decision.ranking:
+        data["ranking"] = [
+            {
+                "rank": i.rank,
+                "sku": i.sku,
+                "title": i.title,
+                "metric": i.metric,
+                "value": i.value,
+                "count": i.count,
+            }
+            for i in decision.ranking
+        ]
+    if decision.status in (DecisionStatus.AMBIGUOUS, DecisionStatus.UNKNOWN_PRODUCT):
+        data["candidates"] = candidates_payload(decision)
+    return data
+
+
+def candidates_payload(decision: Decision) -> list[dict[str, Any]]:
+    return [
+        {
+            "mention": r.mention,
+            "status": r.status.value,
+            "candidates": [
+                {"sku": c.sku, "title": c.title, "score": c.score} for c in r.candidates
+            ],
+        }
+        for r in decision.resolutions
+    ]
+
+
+def explanation_payload(explanation: Explanation | None) -> dict[str, Any]:
+    if explanation is None:
+        return {"explanation": None, "explanation_source": None, "finish_reason": None}
+    data: dict[str, Any] = {
+        "explanation": explanation.text,
+        "explanation_source": explanation.source,
+        "finish_reason": explanation.finish_reason,
+    }
+    if explanation.fallback_reason:
+        data["fallback_reason"] = explanation.fallback_reason
+        data["ungrounded"] = list(explanation.ungrounded)
+    return data
+
+
+def answer_payload(finished: Finished) -> dict[str, Any]:
+    data = verdict_payload(finished.decision)
+    data.update(explanation_payload(finished.explanation))
+    data["timings_ms"] = finished.timings_ms
+    return data
+
+
+def facts_summary(sheet: FactSheet) -> dict[str, Any]:
+    """The few facts a verdict card shows; the whole sheet is at /products/{sku}/facts."""
+    window = sheet.window(90)
+    return {
+        "currency": sheet.currency,
+        "current_price": sheet.current_price,
+        "list_price": sheet.list_price,
+        "all_time_low": sheet.all_time_low,
+        "all_time_low_at": sheet.all_time_low_at,
+        "avg_90d": window.avg if window else None,
+        "percentile_90d": sheet.percentile_90d,
+        "rating": sheet.rating.bayesian,
+        "rating_count": sheet.rating.count,
+        "stock": sheet.stock,
+        "days_tracked": sheet.days_tracked,
+        "observations": sheet.observations,
+        "upcoming_promotions": [
+            {"name": p.name, "starts": p.starts, "price": p.price}
+            for p in sheet.upcoming_promotions
+        ],
+    }

@@ -1,0 +1,140 @@
+"""`worthit keys create|list|revoke`: who may call the server, how often, how urgently.
+
+The plaintext key exists only in `create`'s output: the store keeps its hash, so a
+lost key is revoked and replaced, never recovered.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.progress import stderr
+from worthit.server.tenants import (
+    ID_HEX_CHARS,
+    KEY_PREFIX,
+    MAX_PER_MINUTE,
+    ApiKeyInfo,
+    KeyNotFoundError,
+    PriorityClass,
+    TenantStore,
+)
+
+DEFAULT_RPM = 600
+DEFAULT_TPM = 20_000
+
+keys_app = typer.Typer(
+    name="keys",
+    help="API keys: create, list and revoke them (stored hashed beside the market).",
+    no_args_is_help=True,
+)
+
+
+@keys_app.command("create")
+def create_command(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the key belongs to.")],
+    priority: Annotated[
+        PriorityClass,
+        typer.Option("--priority", case_sensitive=False, help="Scheduling class of its requests."),
+    ],
+    rpm: Annotated[
+        int, typer.Option("--rpm", min=1, max=MAX_PER_MINUTE, help="Requests per minute.")
+    ] = DEFAULT_RPM,
+    tpm: Annotated[
+        int, typer.Option("--tpm", min=1, max=MAX_PER_MINUTE, help="LLM tokens per minute.")
+    ] = DEFAULT_TPM,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Issue a key and print it once: only its hash is stored."""
+    store = TenantStore(db_path(db))
+    try:
+        key_id, key = store.create(tenant, priority, rpm, tpm)
+    except ValueError as error:
+        stderr.print(f"[red]error:[/] {error}", highlight=False)
+        raise typer.Exit(2) from None
+    info = store.get(key_id)
+    assert info is not None  # just written
+    if as_json:
+        print(json.dumps({**info.to_dict(), "key": key}))
+    else:
+        print(key)
+    stderr.print(
+        f"[yellow]Created {key_id} for tenant {tenant!r} ({priority.value}, {rpm} req/min, "
+        f"{tpm} LLM tokens/min). Store the key now: it will not be shown again.[/]",
+        highlight=False,
+    )
+
+
+@keys_app.command("list")
+def list_command(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Every key, revoked ones included (never the key itself)."""
+    keys = _store(db).list()
+    if as_json:
+        print(json.dumps([k.to_dict() for k in keys]))
+        return
+    if not keys:
+        stderr.print("no API keys yet (create one with `worthit keys create`)")
+        return
+    Console(highlight=False).print(_table(keys))
+
+
+@keys_app.command("revoke")
+def revoke_command(
+    key_id: Annotated[str, typer.Argument(help="The key id (wk_…) from `keys list`.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Revoke a key; a running server refuses it (403) within a few seconds."""
+    try:
+        info = _store(db).revoke(key_id)
+    except KeyNotFoundError as error:
+        stderr.print(f"[red]error:[/] {error}", highlight=False)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(info.to_dict()))
+    else:
+        print(f"revoked {info.key_id} (tenant {info.tenant}) at {info.revoked_at}")
+
+
+def _store(db: DbOption) -> TenantStore:
+    path = db_path(db)
+    if not path.exists():
+        stderr.print(f"[red]error:[/] no database at {path}")
+        raise typer.Exit(2)
+    return TenantStore(path)
+
+
+def _table(keys: list[ApiKeyInfo]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("key id", no_wrap=True, min_width=len(KEY_PREFIX) + ID_HEX_CHARS)
+    table.add_column("tenant", overflow="fold", min_width=6)
+    table.add_column("priority", no_wrap=True)
+    table.add_column("rpm", justify="right", no_wrap=True)
+    table.add_column("tpm", justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("status (UTC)", min_width=16)
+    for k in keys:
+        status = f"revoked {_minute(k.revoked_at)}" if k.revoked_at else "active"
+        table.add_row(
+            k.key_id,
+            k.tenant,
+            k.priority.value,
+            str(k.requests_per_minute),
+            str(k.llm_tokens_per_minute),
+            k.created[:10],
+            status,
+            style="dim" if k.revoked else None,
+        )
+    return table
+
+
+def _minute(timestamp: str) -> str:
+    """`2026-11-30T04:55:49Z` → `2026-11-30 04:55`, so the table fits 80 columns."""
+    return timestamp[:16].replace("T", " ")
