@@ -70,8 +70,8 @@ class Answerer:
         yield Finished(decision, explanation, timings)
 
     def _explain(self, decision: Decision) -> Iterator[Delta | Explanation]:
-        if decision.intent.kind is IntentKind.TOP_N or decision.compared:
-            yield _summary(decision)
+        if needs_no_model(decision):
+            yield summary_explanation(decision)
             return
         sheet, verdict = decision.sheet, decision.verdict
         assert sheet is not None and verdict is not None
@@ -81,7 +81,12 @@ class Answerer:
         )
 
 
-def _summary(decision: Decision) -> Explanation:
+def needs_no_model(decision: Decision) -> bool:
+    """Rankings and comparisons are worded by their own reason sentences."""
+    return decision.intent.kind is IntentKind.TOP_N or bool(decision.compared)
+
+
+def summary_explanation(decision: Decision) -> Explanation:
     """compare and top_n are explained by their own reason sentences, deterministically."""
     parts = [reason.text for reason in decision.summary]
     if decision.compared and decision.verdict is not None and decision.sheet is not None:

@@ -7,7 +7,7 @@ product question, so every product in an answer is judged the same way.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from worthit.decide.intent import Intent, IntentKind, parse_intent
@@ -88,9 +88,14 @@ class Decider:
     def store(self) -> MarketStore:
         return self.facts.builder.store
 
-    def decide(self, question: str, sku: str | None = None) -> Decision:
+    def decide(
+        self, question: str, sku: str | None = None, language: str | None = None
+    ) -> Decision:
+        """`language` ("en"/"zh") overrides the one detected in the question."""
         clock = _Clock()
         intent = parse_intent(question)
+        if language in ("en", "zh") and language != intent.language:
+            intent = replace(intent, language=language)  # type: ignore[arg-type]
         clock.lap("intent")
         if sku is not None:
             return self._single(question, intent, sku, (), clock)

@@ -50,6 +50,8 @@ class Explanation:
     streamed: str = ""
     """What had been shown from the model before a fallback (empty when kept)."""
     timings_ms: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+    """Prompt, cached and completion token counts, when the model ran."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -395,12 +395,16 @@ class MarketStore:
         )
         return [(row[0], int(row[1]), float(row[2])) for row in rows]
 
-    def search(self, text: str, limit: int = 20) -> list[SearchHit]:
-        """Full-text candidates (trigram FTS5, so substrings and Chinese match too)."""
+    def search(self, text: str, limit: int = 20, every_term: bool = False) -> list[SearchHit]:
+        """Full-text candidates (trigram FTS5, so substrings and Chinese match too).
+
+        Any term matching is the default, for recall when resolving a mention; an
+        autocomplete wants `every_term`, so each word typed narrows the list.
+        """
         terms = [t for t in text.replace('"', " ").split() if len(t) >= 3]
         if not terms:
             return []
-        query = " OR ".join(f'"{term}"' for term in terms)
+        query = (" AND " if every_term else " OR ").join(f'"{term}"' for term in terms)
         rows = (
             self._conn()
             .execute(
@@ -421,6 +425,23 @@ class MarketStore:
             f"SELECT sku, title FROM products WHERE sku IN ({marks})", skus
         ).fetchall()
         return {row[0]: row[1] for row in rows}
+
+    def suggest(self, text: str, limit: int = 8) -> list[SearchHit]:
+        """Autocomplete: full-text from three characters, a prefix scan below that."""
+        text = text.strip()
+        if not text:
+            return []
+        hits = self.search(text, limit, every_term=True) if len(text) >= 3 else []
+        if hits:
+            return hits
+        pattern = text.replace("\\", "").replace("%", "").replace("_", "")
+        rows = self._conn().execute(
+            "SELECT sku, title, brand, category, aliases FROM products"
+            " WHERE title LIKE ? || '%' OR brand LIKE ? || '%' OR aliases LIKE '%' || ? || '%'"
+            " OR sku = ? ORDER BY sku = ? DESC, length(title), sku LIMIT ?",
+            (pattern, pattern, pattern, text, text, limit),
+        ).fetchall()
+        return [_hit(row) for row in rows]
 
     def all_names(self) -> list[SearchHit]:
         rows = (

@@ -1,0 +1,95 @@
+"""The explanation driven by the batching engine, for the async server.
+
+Same rules as the CLI's flow (they live in `ExplanationRun`); the difference is who
+owns the model: here the engine, shared by every request, which may refuse a request it
+cannot serve before the deadline. A refusal is an answer too: the template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from worthit.answer.pipeline import needs_no_model, summary_explanation
+from worthit.decide.decider import Decision
+from worthit.engine.engine import Engine, RequestStream
+from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
+from worthit.engine.sequence import FinishReason, Priority, SamplingParams
+from worthit.explain.explainer import STOP, Delta, Explanation, ExplanationRun, FallbackError
+from worthit.market.entities import Review
+
+
+async def explain_live(
+    decision: Decision,
+    reviews: list[Review],
+    engine: Engine | None,
+    *,
+    priority: Priority = Priority.MEDIUM,
+    deadline_s: float | None = None,
+    max_tokens: int = 64,
+) -> AsyncIterator[Delta | Explanation]:
+    """Guarded deltas, then one Explanation (always the last item)."""
+    if needs_no_model(decision):
+        yield summary_explanation(decision)
+        return
+    assert decision.sheet is not None and decision.verdict is not None
+    run = ExplanationRun(decision.sheet, reviews, decision.verdict, decision.question)
+    if engine is None:
+        yield run.fallback("no_model")
+        return
+    if deadline_s is not None and deadline_s <= 0:
+        yield run.fallback("deadline_passed")
+        return
+    try:
+        stream = engine.submit(
+            messages=run.messages,
+            params=SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=tuple(STOP)),
+            priority=priority,
+            deadline_s=deadline_s,
+            answer_prefix=run.prefix,
+        )
+    except AdmissionRefusedError as exc:
+        yield run.fallback(f"refused_{exc.reason}")
+        return
+    except (PromptTooLongError, EngineClosedError) as exc:
+        yield run.fallback(type(exc).__name__)
+        return
+    try:
+        async for item in _drive(run, stream):
+            yield item
+    finally:
+        stream.abort()
+
+
+async def _drive(run: ExplanationRun, stream: RequestStream) -> AsyncIterator[Delta | Explanation]:
+    finish: str | None = None
+    try:
+        async for delta in stream:
+            if delta.text:
+                out = run.feed(delta.text)
+                if out:
+                    yield Delta(out)
+            if run.done:
+                break
+            if delta.finish_reason is not None:
+                finish = delta.finish_reason.value
+                break
+        if finish == FinishReason.EXPIRED.value:
+            raise FallbackError(run.fallback("deadline_expired"))
+        tail, explanation = run.finish(finish if finish == FinishReason.DEADLINE.value else None)
+    except FallbackError as fallback:
+        yield _with_tokens(fallback.explanation, stream)
+        return
+    if tail:
+        yield Delta(tail)
+    yield _with_tokens(explanation, stream)
+
+
+def _with_tokens(explanation: Explanation, stream: RequestStream) -> Explanation:
+    done = stream.completion
+    if done is not None:
+        explanation.tokens = {
+            "prompt": done.prompt_tokens,
+            "cached": done.cached_tokens,
+            "completion": done.completion_tokens,
+        }
+    return explanation

@@ -1,0 +1,92 @@
+"""Product search, fact sheets and price history: the fragments a page or a CDN caches."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from worthit.decide.rules import decide_verdict
+from worthit.market.timeutil import DAY_MS, iso, now_ms
+from worthit.server.problems import ProblemError
+from worthit.server.services import Services
+
+router = APIRouter(tags=["products"])
+
+FACTS_CACHE_CONTROL = "public, max-age=5, stale-while-revalidate=30"
+
+
+@router.get("/v1/products")
+async def search_products(
+    request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=100, description="Text to complete")],
+    limit: Annotated[int, Query(ge=1, le=50)] = 8,
+) -> dict[str, Any]:
+    """Autocomplete over titles, brands and aliases, English and Chinese."""
+    services: Services = request.app.state.services
+    hits = services.store.suggest(q, limit)
+    return {
+        "items": [
+            {
+                "sku": h.sku,
+                "title": h.title,
+                "brand": h.brand,
+                "category": h.category,
+                "aliases": list(h.aliases),
+            }
+            for h in hits
+        ]
+    }
+
+
+@router.get("/v1/products/{sku}/facts", response_model=None)
+async def product_facts(
+    sku: str,
+    request: Request,
+    locale: Annotated[Literal["en", "zh"], Query()] = "en",
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The fact sheet and the verdict computed from it; ETag is the facts version."""
+    services: Services = request.app.state.services
+    sheet = services.facts.get(sku)
+    if sheet is None:
+        raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
+    etag = f'"{sheet.version}-{locale}"'
+    headers = {"ETag": etag, "Cache-Control": FACTS_CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    if if_none_match and etag in {tag.strip() for tag in if_none_match.split(",")}:
+        return Response(status_code=304, headers=headers)
+    verdict = decide_verdict(sheet, locale)
+    body = {
+        "facts": sheet.to_dict(),
+        "verdict": {
+            "verdict": verdict.kind.value,
+            "confidence": verdict.confidence,
+            "reasons": [r.to_dict() for r in verdict.reasons],
+        },
+    }
+    return JSONResponse(body, headers=headers)
+
+
+@router.get("/v1/products/{sku}/history")
+async def price_history(
+    sku: str,
+    request: Request,
+    days: Annotated[int, Query(ge=1, le=3650)] = 180,
+) -> dict[str, Any]:
+    """Price points for the chart, with the all-time low and the 90-day average marked."""
+    services: Services = request.app.state.services
+    sheet = services.facts.get(sku)
+    if sheet is None:
+        raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
+    now = now_ms()
+    points = services.store.prices(sku, since_ms=now - days * DAY_MS, until_ms=now)
+    window = sheet.window(90)
+    return {
+        "sku": sku,
+        "currency": sheet.currency,
+        "points": [{"ts": iso(p.ts_ms), "price": p.price} for p in points],
+        "all_time_low": sheet.all_time_low,
+        "all_time_low_at": sheet.all_time_low_at,
+        "avg_90d": window.avg if window else None,
+    }
