@@ -105,10 +105,13 @@ def _show_end(out: Console, finished: Finished) -> None:
     if explanation is not None:
         if explanation.source == "template":
             if explanation.streamed:
-                out.print(
-                    f"\n[dim](model text withdrawn: {explanation.fallback_reason} "
-                    f"{', '.join(explanation.ungrounded)})[/]"
+                detail = ", ".join(explanation.ungrounded)
+                why = (
+                    f"{explanation.fallback_reason}: {detail}"
+                    if detail
+                    else explanation.fallback_reason
                 )
+                out.print(f"\n[dim](model text withdrawn: {why})[/]")
             out.print(explanation.text, markup=False)
         else:
             out.print()
