@@ -1,0 +1,369 @@
+"""Tenants and their API keys, kept in the market's SQLite file.
+
+A key looks like ``wk_<id>_<secret>``: ``wk_<id>`` is the key id, public and the table's
+primary key, so authenticating is one indexed lookup whatever the number of keys; the
+secret is 32 random bytes from :mod:`secrets`.
+
+Only SHA-256 of the whole key is stored. A slow password hash (bcrypt, scrypt, Argon2)
+exists to make guessing *low-entropy* secrets expensive; a 256-bit random secret cannot
+be guessed at any hash speed, so the slow hash would only add tens of milliseconds to
+every request of a 25 ms budget and protect nothing. The stored and computed digests
+are compared with :func:`hmac.compare_digest` so the time taken does not reveal how
+many leading characters matched.
+
+Authenticated rows are cached in process for ``cache_ttl`` seconds (2 by default): a
+key revoked through this store is evicted at once, and one revoked by another process
+(``worthit keys revoke`` beside a running server) stops working within ``cache_ttl``,
+when the cached row expires and the next request reads the table again.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import hmac
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+KEY_PREFIX = "wk_"
+ID_HEX_CHARS = 12
+SECRET_BYTES = 32
+DEFAULT_CACHE_TTL_S = 2.0
+CACHE_MAX_ENTRIES = 10_000
+MAX_PER_MINUTE = 1_000_000_000
+MAX_KEY_CHARS = 256
+
+_TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KEY_ID = re.compile(rf"{KEY_PREFIX}[0-9a-f]{{{ID_HEX_CHARS}}}")
+_SECRET = re.compile(r"[A-Za-z0-9_-]{20,128}")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id                TEXT PRIMARY KEY,
+    key_hash              TEXT NOT NULL,
+    tenant                TEXT NOT NULL,
+    priority              TEXT NOT NULL CHECK (priority IN ('high', 'medium', 'low')),
+    requests_per_minute   INTEGER NOT NULL CHECK (requests_per_minute > 0),
+    llm_tokens_per_minute INTEGER NOT NULL CHECK (llm_tokens_per_minute > 0),
+    created               TEXT NOT NULL,
+    revoked_at            TEXT
+);
+CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant);
+"""
+_COLUMNS = (
+    "key_id, key_hash, tenant, priority, requests_per_minute, llm_tokens_per_minute, "
+    "created, revoked_at"
+)
+
+
+class PriorityClass(StrEnum):
+    """How urgently a tenant's requests are served; the server maps it to the engine's."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class AuthError(Exception):
+    """A key was refused; ``status`` is the HTTP status the server should answer with."""
+
+    status = 401
+
+
+class InvalidKeyError(AuthError):
+    """Not a key this service issued: answer 401 and say nothing more."""
+
+
+class MalformedKeyError(InvalidKeyError):
+    """The text does not have the shape of a worthit key."""
+
+
+class UnknownKeyError(InvalidKeyError):
+    """Well-formed, but no such key id, or the secret does not match."""
+
+
+class RevokedKeyError(AuthError):
+    """A real key that was revoked: 403, since who is asking is known and refused."""
+
+    status = 403
+
+    def __init__(self, key_id: str, revoked_at: str) -> None:
+        super().__init__(f"API key {key_id} was revoked at {revoked_at}")
+        self.key_id = key_id
+        self.revoked_at = revoked_at
+
+
+class KeyNotFoundError(LookupError):
+    """``revoke`` was given a key id that does not exist."""
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(f"no API key {key_id!r}")
+        self.key_id = key_id
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """Who an authenticated request belongs to, and the limits it runs under."""
+
+    name: str
+    key_id: str
+    priority: PriorityClass
+    requests_per_minute: int
+    llm_tokens_per_minute: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyInfo:
+    """One row of ``api_keys`` without its hash: what ``keys list`` shows."""
+
+    key_id: str
+    tenant: str
+    priority: PriorityClass
+    requests_per_minute: int
+    llm_tokens_per_minute: int
+    created: str
+    revoked_at: str | None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def tenant_view(self) -> Tenant:
+        return Tenant(
+            name=self.tenant,
+            key_id=self.key_id,
+            priority=self.priority,
+            requests_per_minute=self.requests_per_minute,
+            llm_tokens_per_minute=self.llm_tokens_per_minute,
+        )
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {
+            "key_id": self.key_id,
+            "tenant": self.tenant,
+            "priority": self.priority.value,
+            "requests_per_minute": self.requests_per_minute,
+            "llm_tokens_per_minute": self.llm_tokens_per_minute,
+            "created": self.created,
+            "revoked_at": self.revoked_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    key_hash: str
+    info: ApiKeyInfo
+    read_at: float
+
+
+class TenantStore:
+    """API keys in the ``api_keys`` table of the SQLite file at ``path``.
+
+    The table lives beside the market's because a deployment then has one file to back
+    up and one path to configure; it is created on first use and the market schema's
+    migrations never touch it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        cache_ttl: float = DEFAULT_CACHE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = str(path)
+        self._cache_ttl = cache_ttl
+        self._clock = clock
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._local = threading.local()
+        self._conn().executescript(_SCHEMA)
+
+    def create(
+        self,
+        tenant: str,
+        priority: PriorityClass | str,
+        rpm: int,
+        tpm: int,
+    ) -> tuple[str, str]:
+        """Issue a key; returns ``(key_id, plaintext_key)``. The plaintext is not kept."""
+        _check_tenant(tenant)
+        level = _priority(priority)
+        _check_per_minute("rpm", rpm)
+        _check_per_minute("tpm", tpm)
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        conn = self._conn()
+        while True:
+            key_id = KEY_PREFIX + secrets.token_hex(ID_HEX_CHARS // 2)
+            key = f"{key_id}_{secret}"
+            try:
+                conn.execute(
+                    f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                    (key_id, _digest(key), tenant, level.value, rpm, tpm, _utc_now()),
+                )
+            except sqlite3.IntegrityError:
+                continue  # a 48-bit id collided with an existing one: draw another
+            return key_id, key
+
+    def authenticate(self, key: str) -> Tenant:
+        """The tenant a key belongs to.
+
+        Raises :class:`MalformedKeyError` or :class:`UnknownKeyError` (both 401) and
+        :class:`RevokedKeyError` (403).
+        """
+        key_id = parse_key_id(key)
+        digest = _digest(key)
+        cached = self._cached(key_id)
+        if cached is None:
+            row = self._row(key_id)
+            if row is None:
+                raise UnknownKeyError("unknown API key")
+            cached = _Cached(row[0], row[1], self._clock())
+            self._remember(key_id, cached)
+        if not hmac.compare_digest(cached.key_hash, digest):
+            raise UnknownKeyError("unknown API key")
+        info = cached.info
+        if info.revoked_at is not None:
+            raise RevokedKeyError(info.key_id, info.revoked_at)
+        return info.tenant_view()
+
+    def list(self) -> builtins.list[ApiKeyInfo]:
+        """Every key, revoked ones included, oldest first."""
+        rows = (
+            self._conn()
+            .execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created, rowid")
+            .fetchall()
+        )
+        return [_info(row) for row in rows]
+
+    def get(self, key_id: str) -> ApiKeyInfo | None:
+        row = self._row(key_id)
+        return None if row is None else row[1]
+
+    def revoke(self, key_id: str) -> ApiKeyInfo:
+        """Revoke a key by its id (or by the whole key, when that is what leaked).
+
+        Revoking twice keeps the first time; an unknown id raises :class:`KeyNotFoundError`.
+        """
+        key_id = _as_key_id(key_id)
+        self._conn().execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
+            (_utc_now(), key_id),
+        )
+        with self._cache_lock:
+            self._cache.pop(key_id, None)
+        info = self.get(key_id)
+        if info is None:
+            raise KeyNotFoundError(key_id)
+        return info
+
+    def close(self) -> None:
+        """Close this thread's connection (other threads' close when they end)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA busy_timeout = 5000")
+            self._local.conn = conn
+        return conn
+
+    def _row(self, key_id: str) -> tuple[str, ApiKeyInfo] | None:
+        row = (
+            self._conn()
+            .execute(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,))
+            .fetchone()
+        )
+        return None if row is None else (row[1], _info(row))
+
+    def _cached(self, key_id: str) -> _Cached | None:
+        with self._cache_lock:
+            cached = self._cache.get(key_id)
+            if cached is None:
+                return None
+            if self._clock() - cached.read_at >= self._cache_ttl:
+                del self._cache[key_id]
+                return None
+            self._cache.move_to_end(key_id)
+            return cached
+
+    def _remember(self, key_id: str, cached: _Cached) -> None:
+        with self._cache_lock:
+            self._cache[key_id] = cached
+            self._cache.move_to_end(key_id)
+            while len(self._cache) > CACHE_MAX_ENTRIES:
+                self._cache.popitem(last=False)
+
+
+def parse_key_id(key: str) -> str:
+    """The ``wk_<id>`` part of a key, or :class:`MalformedKeyError`.
+
+    The id has a fixed length because the secret's alphabet includes ``_``.
+    """
+    id_end = len(KEY_PREFIX) + ID_HEX_CHARS
+    key_id, sep, secret = key[:id_end], key[id_end : id_end + 1], key[id_end + 1 :]
+    if (
+        len(key) > MAX_KEY_CHARS
+        or sep != "_"
+        or not _KEY_ID.fullmatch(key_id)
+        or not _SECRET.fullmatch(secret)
+    ):
+        raise MalformedKeyError("malformed API key")
+    return key_id
+
+
+def _as_key_id(text: str) -> str:
+    if _KEY_ID.fullmatch(text):
+        return text
+    try:
+        return parse_key_id(text)
+    except MalformedKeyError:
+        raise KeyNotFoundError(text) from None
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _info(row: tuple[str, str, str, str, int, int, str, str | None]) -> ApiKeyInfo:
+    key_id, _hash, tenant, priority, rpm, tpm, created, revoked_at = row
+    return ApiKeyInfo(key_id, tenant, PriorityClass(priority), rpm, tpm, created, revoked_at)
+
+
+def _priority(value: PriorityClass | str) -> PriorityClass:
+    try:
+        return PriorityClass(value)
+    except ValueError:
+        choices = ", ".join(p.value for p in PriorityClass)
+        raise ValueError(f"priority must be one of {choices}, got {value!r}") from None
+
+
+def _check_tenant(name: str) -> None:
+    if not _TENANT_NAME.fullmatch(name):
+        raise ValueError(
+            "tenant must be 1–64 letters, digits, '.', '_' or '-', starting with a letter "
+            f"or digit, got {name!r}"
+        )
+
+
+def _check_per_minute(field: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PER_MINUTE:
+        raise ValueError(f"{field} must be an integer from 1 to {MAX_PER_MINUTE}, got {value!r}")
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
