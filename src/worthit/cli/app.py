@@ -8,6 +8,7 @@ from worthit.cli.ask import ask_command
 from worthit.cli.facts import facts_command
 from worthit.cli.keys import keys_app
 from worthit.cli.market import import_command, simulate_command
+from worthit.cli.serve import serve_command
 
 app = typer.Typer(
     name="worthit",
@@ -20,6 +21,7 @@ app.command("ask")(ask_command)
 app.command("facts")(facts_command)
 app.command("import")(import_command)
 app.command("simulate")(simulate_command)
+app.command("serve")(serve_command)
 app.add_typer(keys_app, name="keys")
 
 

@@ -76,7 +76,7 @@ async def decide(
     events = explain_live(
         decision,
         reviews,
-        services.engine,
+        getattr(request.app.state, "engine", None),
         priority=priority,
         deadline_s=deadline_ms / 1000 - (time.perf_counter() - started),
         max_tokens=body.max_tokens,

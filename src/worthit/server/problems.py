@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 PROBLEM_JSON = "application/problem+json"
@@ -59,22 +58,3 @@ def problem_response(
 async def handle_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
     return problem_response(exc.status, exc.title, exc.detail, exc.field, **exc.extra)
-
-
-def validation_problem(exc: RequestValidationError) -> JSONResponse:
-    """422 naming every offending field (`body.question`, `query.days`)."""
-    errors = [
-        {
-            "field": ".".join(str(part) for part in error.get("loc", ())),
-            "message": str(error.get("msg", "invalid value")),
-        }
-        for error in exc.errors()
-    ]
-    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    return problem_response(
-        422,
-        "Invalid request",
-        f"{first['field']}: {first['message']}",
-        first["field"],
-        errors=errors,
-    )

@@ -1,7 +1,7 @@
-"""What the HTTP handlers share: the store, the decision core, the engine, the tenants.
+"""What the HTTP handlers share: the store and the decision core.
 
-One object built at startup and kept on `app.state.services`; handlers take it from the
-request, so the app factory decides what is real and tests can build a smaller one.
+One object built at startup and kept on `app.state.services`; the engine, loaded when
+the app starts, is on `app.state.engine`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from worthit.decide.decider import Decider
 from worthit.decide.resolve import ProductResolver
-from worthit.engine.engine import Engine
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.market.store import MarketStore
@@ -20,14 +19,13 @@ from worthit.market.store import MarketStore
 class Services:
     store: MarketStore
     decider: Decider
-    engine: Engine | None = None
     default_deadline_ms: int = 800
     degraded: list[str] = field(default_factory=list)
 
     @classmethod
-    def over(cls, store: MarketStore, engine: Engine | None = None) -> Services:
+    def over(cls, store: MarketStore) -> Services:
         decider = Decider(FactsCache(FactsBuilder(store)), ProductResolver(store))
-        return cls(store=store, decider=decider, engine=engine)
+        return cls(store=store, decider=decider)
 
     @property
     def facts(self) -> FactsCache:

@@ -1,0 +1,86 @@
+"""`worthit serve`: the HTTP service (decision API, OpenAI-compatible API, web page)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from worthit.cli.market import build_demo
+from worthit.cli.options import DbOption, db_path
+from worthit.cli.progress import stderr
+from worthit.engine.config import EngineConfig
+from worthit.engine.model_files import MODEL_ENV, ModelNotFoundError, resolve_model_path
+from worthit.market.store import MarketStore
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve_command(
+    db: DbOption = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Demo mode: build the demo market if absent, no API keys, loopback only.",
+        ),
+    ] = False,
+    threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
+    context: Annotated[int, typer.Option(min=512, help="KV cells shared by all requests.")] = 4096,
+    max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
+    deadline_ms: Annotated[
+        int, typer.Option(min=100, help="Default latency objective of an answer.")
+    ] = 800,
+) -> None:
+    """Serve worthit over HTTP until interrupted."""
+    import uvicorn
+
+    from worthit.server.service_app import ServiceSettings, create_service_app
+
+    try:
+        model_path = resolve_model_path(model)
+    except ModelNotFoundError as exc:
+        stderr.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    if demo and host not in LOOPBACK:
+        stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
+        raise typer.Exit(2)
+    path = db_path(db)
+    store = MarketStore(path)
+    if store.count_products() == 0:
+        if not demo:
+            stderr.print(f"[red]error:[/] no products in {path}: import some, or run with --demo")
+            raise typer.Exit(2)
+        stderr.print(f"no market at {path}: building the demo market first")
+        build_demo(store)
+    store.close()
+    config = EngineConfig(
+        context_size=context,
+        n_threads=threads,
+        max_sequences=max_sequences,
+        default_deadline_s=deadline_ms / 1000,
+    )
+    settings = ServiceSettings(
+        db_path=path,
+        model_path=model_path,
+        engine_config=config,
+        auth=not demo,
+        default_deadline_ms=deadline_ms,
+    )
+    app = create_service_app(settings)
+    url = f"http://{'[::1]' if host == '::1' else host}:{port}"
+    stderr.print(f"worthit on {url}  (model {model_path.name}, market {path})")
+    if demo:
+        stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
+    stderr.print(
+        f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
+        f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")

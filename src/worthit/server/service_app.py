@@ -1,0 +1,162 @@
+"""The whole service: the engine's OpenAI-compatible API plus the shopper-facing API,
+the web page, auth and rate limits, on one app.
+
+`create_app` (server/app.py) brings the engine and `/v1/chat/completions`; this module
+adds what shoppers and retailers use on top of it, sharing that one engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.sequence import Priority
+from worthit.market.store import MarketStore
+from worthit.server.app import create_app, error_response
+from worthit.server.decide_api import router as decide_router
+from worthit.server.problems import ProblemError, handle_problem, problem_response
+from worthit.server.products_api import router as products_router
+from worthit.server.ratelimit import Limits, TenantLimiter
+from worthit.server.services import Services
+from worthit.server.tenants import AuthError, TenantStore
+from worthit.server.timing import ServerTimingMiddleware
+
+STATIC = files("worthit.server") / "static"
+MAX_BODY_BYTES = 64 * 1024
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/static/", "/docs", "/openapi.json")
+LLM_TOKENS_PER_REQUEST = 64
+"""Tokens reserved from a tenant's LLM budget per request, refunded when fewer are used."""
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    db_path: Path
+    model_path: Path | None = None
+    engine_config: EngineConfig | None = None
+    auth: bool = True
+    default_deadline_ms: int = 800
+
+
+def create_service_app(settings: ServiceSettings, *, engine: Engine | None = None) -> FastAPI:
+    app = create_app(settings.engine_config, settings.model_path, engine=engine)
+    services = Services.over(MarketStore(settings.db_path))
+    services.default_deadline_ms = settings.default_deadline_ms
+    app.state.services = services
+    app.state.tenants = TenantStore(settings.db_path) if settings.auth else None
+    app.state.limiter = TenantLimiter()
+    app.include_router(decide_router)
+    app.include_router(products_router)
+    app.add_exception_handler(ProblemError, handle_problem)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"), media_type="text/html")
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz(request: Request) -> JSONResponse:
+        """Ready when the model is loaded and the store answers; says what is degraded."""
+        degraded = []
+        if getattr(request.app.state, "engine", None) is None:
+            degraded.append("model not loaded: explanations fall back to template text")
+        try:
+            products = services.store.count_products()
+        except Exception as exc:  # readiness must report, not raise
+            degraded.append(f"store unavailable: {exc}")
+            products = 0
+        if products == 0:
+            degraded.append("store has no products")
+        ready = not degraded
+        return JSONResponse(
+            {"ready": ready, "products": products, "degraded": degraded},
+            status_code=200 if ready else 503,
+        )
+
+    app.middleware("http")(_guard_requests)
+    app.add_middleware(ServerTimingMiddleware)
+    return app
+
+
+async def _guard_requests(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Body size, then the API key and the tenant's limits, before any handler runs."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        return problem_response(
+            413, "Body too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes", "body"
+        )
+    path = request.url.path
+    tenants: TenantStore | None = request.app.state.tenants
+    if tenants is None or path == "/" or path.startswith(OPEN_PATHS):
+        return await call_next(request)
+    header = request.headers.get("authorization", "")
+    key = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    if not key:
+        return problem_response(
+            401,
+            "Unauthorized",
+            "send an API key as 'Authorization: Bearer <key>'",
+            "authorization",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    try:
+        tenant = tenants.authenticate(key)
+    except AuthError as exc:
+        return problem_response(exc.status, "Unauthorized" if exc.status == 401 else "Forbidden",
+                                str(exc), "authorization")  # fmt: skip
+    limiter: TenantLimiter = request.app.state.limiter
+    admission = limiter.admit(
+        tenant.name,
+        Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute),
+        LLM_TOKENS_PER_REQUEST if request.method == "POST" else 0,
+    )
+    if not admission.allowed:
+        retry = admission.retry_after_header
+        return problem_response(
+            429,
+            "Too many requests",
+            f"tenant {tenant.name!r} is over its {admission.limited_by} limit",
+            "authorization",
+            headers={"Retry-After": retry} if retry else None,
+        )
+    request.state.tenant = tenant
+    request.state.priority = Priority[tenant.priority.name]
+    return await call_next(request)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    """OpenAI's error shape on the OpenAI-compatible routes, problem details elsewhere."""
+    assert isinstance(exc, RequestValidationError)
+    if request.url.path.startswith("/v1/chat/"):
+        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
+        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+        param = ".".join(loc) or None
+        message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid body"
+        return error_response(400, message, "invalid_request_error", param)
+    errors = [
+        {
+            "field": ".".join(str(part) for part in error.get("loc", ())),
+            "message": str(error.get("msg", "invalid value")),
+        }
+        for error in exc.errors()
+    ]
+    first_error = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    return problem_response(
+        422,
+        "Invalid request",
+        f"{first_error['field']}: {first_error['message']}",
+        first_error["field"],
+        errors=errors,
+    )

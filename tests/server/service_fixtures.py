@@ -1,0 +1,55 @@
+"""The whole service app on a real uvicorn, over a copy of the small demo market.
+
+The fast tests run it on the engine with a fake model runner (the HTTP layer, the
+decision core and the store are all real); tests marked slow run the bundled model.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
+
+from engine_fakes import FakeRunner
+from live_server import LiveServer
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.server.service_app import ServiceSettings, create_service_app
+
+
+def fake_engine() -> Engine:
+    config = EngineConfig(context_size=4096, block_size=16)
+    return Engine(FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.0)), config)
+
+
+@pytest.fixture
+def market_copy(small_market: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "market.db"
+    shutil.copy(small_market, path)
+    return path
+
+
+@pytest.fixture
+def open_service(market_copy: Path) -> Iterator[LiveServer]:
+    """Auth off, as `worthit serve --demo` runs."""
+    engine = fake_engine()
+    app = create_service_app(ServiceSettings(db_path=market_copy, auth=False), engine=engine)
+    with LiveServer(app) as server:
+        yield server
+    engine.close()
+
+
+@pytest.fixture
+def keyed_service(market_copy: Path) -> Iterator[LiveServer]:
+    """Auth on: every API call needs a tenant's key."""
+    engine = fake_engine()
+    app = create_service_app(ServiceSettings(db_path=market_copy, auth=True), engine=engine)
+    with LiveServer(app) as server:
+        yield server
+    engine.close()

@@ -1,0 +1,168 @@
+"""The shopper-facing API through a real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import LiveServer
+from service_fixtures import keyed_service, market_copy, open_service
+
+from worthit.server.tenants import TenantStore
+
+__all__ = ["keyed_service", "market_copy", "open_service"]
+
+SSE = {"Accept": "text/event-stream"}
+
+
+def events(response: httpx.Response) -> Iterator[tuple[str, dict[str, object]]]:
+    name = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: ") and name:
+            yield name, json.loads(line[6:])
+            name = None
+
+
+def test_decide_json_answers_with_verdict_explanation_and_timings(open_service: LiveServer) -> None:
+    r = httpx.post(
+        open_service.base_url + "/v1/decide",
+        json={"question": "Is the Aurora NC700 worth buying?"},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["verdict"] == "BUY" and body["sku"] == "S1"
+    assert body["explanation_source"] in ("llm", "template") and body["explanation"]
+    assert body["facts_version"] and isinstance(body["data_age_ms"], int)
+    assert {"decide_total", "to_verdict", "total"} <= set(body["timings_ms"])
+    assert "decide;dur=" in r.headers["server-timing"]
+
+
+def test_decide_streams_verdict_before_tokens_and_done_last(open_service: LiveServer) -> None:
+    with httpx.stream(
+        "POST",
+        open_service.base_url + "/v1/decide",
+        json={"question": "极光NC700值不值得买？", "deadline_ms": 30000},
+        headers=SSE,
+    ) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        seen = list(events(r))
+    names = [name for name, _ in seen]
+    assert names[0] == "verdict" and names[-1] == "done"
+    assert set(names[1:-1]) <= {"token"}
+    verdict = seen[0][1]
+    assert verdict["verdict"] == "BUY" and verdict["language"] == "zh"
+    assert verdict["facts"]["current_price"] > 0  # type: ignore[index]
+    done = seen[-1][1]
+    assert done["explanation_source"] in ("llm", "template")
+    assert "total" in done["timings_ms"]  # type: ignore[operator]
+
+
+def test_ambiguous_unknown_and_not_understood(open_service: LiveServer) -> None:
+    url = open_service.base_url + "/v1/decide"
+    ambiguous = httpx.post(url, json={"question": "Is the NC700 worth it?"})
+    unknown = httpx.post(url, json={"question": "Is the Zorblax Hyperdrive 9000 worth it?"})
+    vague = httpx.post(url, json={"question": "hello there"})
+    bad_sku = httpx.post(url, json={"question": "worth it?", "sku": "NOPE"})
+    if ambiguous.json().get("status") == "ambiguous":
+        assert ambiguous.status_code == 200 and ambiguous.json()["candidates"]
+    assert unknown.status_code == 404
+    assert unknown.headers["content-type"].startswith("application/problem+json")
+    assert unknown.json()["mention"] == "Zorblax Hyperdrive 9000"
+    assert vague.status_code == 422 and vague.json()["field"] == "question"
+    assert bad_sku.status_code == 404 and bad_sku.json()["field"] == "sku"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "body.question"),
+        ({"question": ""}, "body.question"),
+        ({"question": "x" * 501}, "body.question"),
+        ({"question": "ok?", "colour": "red"}, "body.colour"),
+        ({"question": "ok?", "max_tokens": 0}, "body.max_tokens"),
+        ({"question": "ok?", "locale": "fr"}, "body.locale"),
+    ],
+)
+def test_bad_input_is_a_422_naming_the_field(
+    open_service: LiveServer, body: dict[str, object], field: str
+) -> None:
+    r = httpx.post(open_service.base_url + "/v1/decide", json=body)
+    assert r.status_code == 422
+    problem = r.json()
+    assert problem["field"] == field and problem["status"] == 422
+    assert field in problem["detail"]
+
+
+def test_oversized_and_malformed_bodies(open_service: LiveServer) -> None:
+    url = open_service.base_url + "/v1/decide"
+    big = httpx.post(url, content=b'{"question": "' + b"x" * 70_000 + b'"}',
+                     headers={"content-type": "application/json"})  # fmt: skip
+    assert big.status_code == 413 and big.json()["field"] == "body"
+    garbage = httpx.post(url, content=b"{not json", headers={"content-type": "application/json"})
+    assert garbage.status_code == 422
+
+
+def test_product_search_facts_with_etag_and_history(open_service: LiveServer) -> None:
+    base = open_service.base_url
+    en = httpx.get(base + "/v1/products", params={"q": "aurora nc7"}).json()["items"]
+    zh = httpx.get(base + "/v1/products", params={"q": "极光NC700"}).json()["items"]
+    assert en[0]["sku"] == "S1" and zh[0]["sku"] == "S1"
+    facts = httpx.get(base + "/v1/products/S1/facts")
+    assert facts.status_code == 200
+    etag = facts.headers["etag"]
+    assert facts.json()["facts"]["version"] in etag
+    assert "stale-while-revalidate" in facts.headers["cache-control"]
+    assert facts.json()["verdict"]["verdict"] == "BUY"
+    again = httpx.get(base + "/v1/products/S1/facts", headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.headers["etag"] == etag
+    history = httpx.get(base + "/v1/products/S1/history", params={"days": 30}).json()
+    assert 25 <= len(history["points"]) <= 31
+    assert history["all_time_low"] > 0
+    assert httpx.get(base + "/v1/products/NOPE/facts").status_code == 404
+    assert httpx.get(base + "/v1/products/S1/history", params={"days": 0}).status_code == 422
+
+
+def test_page_health_and_metrics(open_service: LiveServer) -> None:
+    base = open_service.base_url
+    page = httpx.get(base + "/")
+    assert page.status_code == 200 and "worthit" in page.text
+    assert httpx.get(base + "/static/app.js").status_code == 200
+    ready = httpx.get(base + "/readyz").json()
+    assert ready["ready"] is True and ready["products"] > 0
+    assert httpx.get(base + "/healthz").status_code == 200
+    assert "worthit_" in httpx.get(base + "/metrics").text
+
+
+def test_api_keys_priorities_and_rate_limits(keyed_service: LiveServer, market_copy: Path) -> None:
+    url = keyed_service.base_url + "/v1/decide"
+    question = {"question": "Is the Aurora NC700 worth buying?"}
+    missing = httpx.post(url, json=question)
+    assert missing.status_code == 401 and missing.json()["field"] == "authorization"
+    assert (
+        httpx.post(url, json=question, headers={"Authorization": "Bearer nope"}).status_code == 401
+    )
+    tenants = TenantStore(market_copy)
+    key_id, key = tenants.create("acme", "high", rpm=2, tpm=10_000)
+    auth = {"Authorization": f"Bearer {key}"}
+    assert httpx.post(url, json=question, headers=auth).status_code == 200
+    assert httpx.post(url, json=question, headers=auth).status_code == 200
+    limited = httpx.post(url, json=question, headers=auth)
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    tenants.revoke(key_id)
+    statuses = []
+    for _ in range(60):  # the server's key cache lives two seconds; poll, bounded
+        statuses.append(httpx.post(url, json=question, headers=auth).status_code)
+        if statuses[-1] == 403:
+            break
+        time.sleep(0.1)
+    assert statuses[-1] == 403 and set(statuses) <= {403, 429}
+    _, fresh = TenantStore(market_copy).create("beta", "low", rpm=100, tpm=10_000)
+    fresh_auth = {"Authorization": f"Bearer {fresh}"}
+    assert httpx.post(url, json=question, headers=fresh_auth).status_code == 200
+    assert httpx.get(keyed_service.base_url + "/readyz").status_code == 200
