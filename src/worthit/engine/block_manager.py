@@ -1,0 +1,255 @@
+"""KV blocks, prefix sharing and eviction over llama.cpp's unified KV cache.
+
+llama.cpp tags every KV cell with the set of sequence ids that see it, so sharing a
+prefix is ``llama_memory_seq_cp`` (a tag, no copy, no recompute) and a cell is freed
+when its last tag is removed. This module mirrors those tags in blocks of
+``block_size`` positions, as vLLM and nano-vllm do:
+
+* a full block computed by some sequence gets a hash chained with its parent block's
+  hash, and is indexed by it; a new request walks its prompt's chain of hashes and
+  copies the longest indexed prefix from any sequence that holds it;
+* a block's holders are the sequence ids whose KV includes it (its reference count);
+  the blocks with at least one holder are the KV in use, which is what admission and
+  preemption count;
+* when a request ends, its indexed prefix stays in the KV under its sequence id,
+  which becomes a *cached prefix*; cached prefixes are evicted least recently used
+  first when KV blocks or sequence ids run out.
+
+Invariant: a sequence that holds block k holds blocks 0..k-1 of the same chain, since
+llama.cpp positions of a sequence always run from 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class KVMemory(Protocol):
+    """The two llama.cpp memory operations the block manager needs."""
+
+    def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None:
+        """Let dst see src's KV for positions [0, n_tokens)."""
+
+    def truncate(self, seq_id: int, n_tokens: int) -> None:
+        """Drop seq_id's KV from position n_tokens on (0 drops it all)."""
+
+
+def block_hash(parent: int | None, tokens: Sequence[int]) -> int:
+    """Content hash of a block, chained with its parent's so equal blocks at different
+    places in different prompts never match."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update((parent or 0).to_bytes(8, "little"))
+    digest.update(array("i", tokens).tobytes())
+    return int.from_bytes(digest.digest(), "little")
+
+
+@dataclass(eq=False)
+class Block:
+    index: int
+    """Covers positions [index * block_size, (index + 1) * block_size)."""
+    hash: int | None = None
+    tokens: tuple[int, ...] = ()
+    holders: set[int] = field(default_factory=set)
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int, num_seq_ids: int, kv: KVMemory):
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.num_seq_ids = num_seq_ids
+        self._kv = kv
+        self.tables: dict[int, list[Block]] = {}
+        self._free_ids: list[int] = list(range(num_seq_ids - 1, -1, -1))
+        self._cached: OrderedDict[int, None] = OrderedDict()
+        self._by_hash: dict[int, Block] = {}
+        self.used_blocks = 0
+        self.queried_tokens = 0
+        self.hit_tokens = 0
+
+    # -- queries ---------------------------------------------------------------
+
+    @property
+    def free_blocks(self) -> int:
+        return self.num_blocks - self.used_blocks
+
+    @property
+    def usage(self) -> float:
+        return self.used_blocks / self.num_blocks
+
+    @property
+    def cached_prefixes(self) -> int:
+        return len(self._cached)
+
+    def evictable_blocks(self) -> int:
+        """Blocks that evicting every cached prefix would free."""
+        return sum(
+            1
+            for seq_id in self._cached
+            for block in self.tables[seq_id]
+            if block.holders <= self._cached.keys()
+        )
+
+    def match(self, tokens: Sequence[int]) -> list[Block]:
+        """Longest indexed prefix of tokens, leaving at least the last token to compute
+        (its logits are needed to sample the first output token)."""
+        size = self.block_size
+        found: list[Block] = []
+        parent: int | None = None
+        for i in range((len(tokens) - 1) // size):
+            chunk = tuple(tokens[i * size : (i + 1) * size])
+            h = block_hash(parent, chunk)
+            block = self._by_hash.get(h)
+            if block is None or block.tokens != chunk or not block.holders:
+                break
+            found.append(block)
+            parent = h
+        return found
+
+    def cached_prefix_len(self, tokens: Sequence[int]) -> int:
+        """Tokens a request would take from the cache; read-only, for estimates."""
+        return len(self.match(tokens)) * self.block_size
+
+    # -- lifetime --------------------------------------------------------------
+
+    def admit(self, tokens: Sequence[int]) -> tuple[int, int] | None:
+        """Give a request a sequence id with its longest cached prefix already in its
+        KV. Returns (seq_id, cached_tokens), or None when every id is busy."""
+        seq_id = self._take_id()
+        if seq_id is None:
+            return None
+        blocks = self.match(tokens)
+        self.queried_tokens += len(tokens)
+        if blocks:
+            source = self._source_of(blocks[-1])
+            self._kv.copy_prefix(source, seq_id, len(blocks) * self.block_size)
+            for block in blocks:
+                self._hold(block, seq_id)
+            if source in self._cached:
+                self._cached.move_to_end(source)
+            self.hit_tokens += len(blocks) * self.block_size
+        self.tables[seq_id] = list(blocks)
+        return seq_id, len(blocks) * self.block_size
+
+    def reserve(self, seq_id: int, n_tokens: int) -> bool:
+        """Grow seq_id's blocks to cover n_tokens positions, evicting cached prefixes if
+        needed. False when the KV cannot hold them (the caller preempts or waits)."""
+        table = self.tables[seq_id]
+        need = -(-n_tokens // self.block_size) - len(table)
+        if need <= 0:
+            return True
+        if not self._make_room(need):
+            return False
+        for _ in range(need):
+            block = Block(index=len(table))
+            self._hold(block, seq_id)
+            table.append(block)
+        return True
+
+    def commit(self, seq_id: int, tokens: Sequence[int], n_computed: int) -> None:
+        """Index the blocks whose KV is now complete, so later requests share them."""
+        table = self.tables[seq_id]
+        size = self.block_size
+        for i in range(min(n_computed // size, len(table))):
+            block = table[i]
+            if block.hash is not None:
+                continue
+            parent = table[i - 1] if i else None
+            block.tokens = tuple(tokens[i * size : (i + 1) * size])
+            block.hash = block_hash(parent.hash if parent else None, block.tokens)
+            # Index a block only on top of an indexed parent: a chain found by hashes
+            # is then one physical lineage, which is what seq_cp from its last block's
+            # holder copies. (A duplicate computed concurrently stays private.)
+            if parent is None or self._is_indexed(parent):
+                self._by_hash.setdefault(block.hash, block)
+
+    def release(self, seq_id: int, keep_tokens: int = 0) -> None:
+        """End seq_id's hold. With keep_tokens, its indexed full blocks among the first
+        keep_tokens stay in the KV as a cached prefix, unless another sequence already
+        holds them all."""
+        table = self.tables[seq_id]
+        keep = 0
+        limit = min(keep_tokens // self.block_size, len(table))
+        while keep < limit and self._is_indexed(table[keep]):
+            keep += 1
+        if keep and len(table[keep - 1].holders) > 1:
+            keep = 0
+        self._kv.truncate(seq_id, keep * self.block_size)
+        for block in table[keep:]:
+            self._unhold(block, seq_id)
+        if keep == 0:
+            del self.tables[seq_id]
+            self._cached.pop(seq_id, None)
+            self._free_ids.append(seq_id)
+            return
+        del table[keep:]
+        self._cached[seq_id] = None
+        self._cached.move_to_end(seq_id)
+        for block in table[:-1]:
+            for other in list(block.holders):
+                if other in self._cached and self.tables[other][-1] is block:
+                    self.release(other)
+
+    def clear_cache(self) -> None:
+        """Evict every cached prefix (running requests keep their KV)."""
+        while self._cached:
+            self.release(next(iter(self._cached)))
+
+    # -- internals -------------------------------------------------------------
+
+    def _is_indexed(self, block: Block) -> bool:
+        return block.hash is not None and self._by_hash.get(block.hash) is block
+
+    def _source_of(self, block: Block) -> int:
+        cached = [s for s in block.holders if s in self._cached]
+        return cached[0] if cached else next(iter(block.holders))
+
+    def _take_id(self) -> int | None:
+        if not self._free_ids and self._cached:
+            self.release(next(iter(self._cached)))
+        return self._free_ids.pop() if self._free_ids else None
+
+    def _make_room(self, need: int) -> bool:
+        while self.free_blocks < need and self._cached:
+            self.release(next(iter(self._cached)))
+        return self.free_blocks >= need
+
+    def _hold(self, block: Block, seq_id: int) -> None:
+        if not block.holders:
+            self.used_blocks += 1
+        block.holders.add(seq_id)
+
+    def _unhold(self, block: Block, seq_id: int) -> None:
+        block.holders.discard(seq_id)
+        if not block.holders:
+            self.used_blocks -= 1
+            if block.hash is not None and self._by_hash.get(block.hash) is block:
+                del self._by_hash[block.hash]
+
+    def check(self) -> None:
+        """Assert the bookkeeping is self-consistent (tests call this)."""
+        holders: dict[int, set[int]] = {}
+        blocks: dict[int, Block] = {}
+        for seq_id, table in self.tables.items():
+            for i, block in enumerate(table):
+                assert block.index == i, "block at the wrong position"
+                holders.setdefault(id(block), set()).add(seq_id)
+                blocks[id(block)] = block
+        for key, block in blocks.items():
+            assert block.holders == holders[key], "holders out of sync"
+        for table in self.tables.values():
+            for parent, child in itertools.pairwise(table):
+                assert parent.holders >= child.holders, "holder of a block lacks its parent"
+                if self._is_indexed(child):
+                    assert self._is_indexed(parent), "indexed block on a private parent"
+        assert self.used_blocks == len(blocks), "used block count out of sync"
+        for block in self._by_hash.values():
+            assert block.holders, "indexed block without holder"
+        ids = set(self._free_ids) | set(self.tables)
+        assert len(ids) == self.num_seq_ids == len(self._free_ids) + len(self.tables)
+        assert set(self._cached) <= set(self.tables)

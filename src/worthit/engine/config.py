@@ -1,0 +1,95 @@
+"""Engine settings.
+
+Every knob that trades latency against throughput lives here, so a benchmark run can
+state exactly what it measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Settings of one engine (one llama.cpp context).
+
+    The defaults suit SmolLM2-135M on a 2-core CPU; the benchmark sweeps them.
+    """
+
+    context_size: int = 4096
+    """KV cells shared by every sequence (llama.cpp unified KV cache)."""
+
+    max_sequences: int = 16
+    """Upper bound of sequences holding KV for a running request at once."""
+
+    min_sequences: int = 1
+    """Lower bound the adaptive batch window never goes under."""
+
+    max_cached_prefixes: int = 48
+    """llama.cpp sequence ids reserved to keep finished prompts' KV as prefix cache."""
+
+    max_batch_tokens: int = 512
+    """Hard cap of tokens in one llama_decode call (decode tokens + prefill chunks)."""
+
+    min_prefill_chunk: int = 32
+    """Prefill tokens granted per step even when the TPOT target leaves none, so a
+    waiting request always makes progress."""
+
+    block_size: int = 16
+    """Tokens per KV block: the unit of prefix hashing and of KV accounting."""
+
+    tpot_target_s: float = 0.040
+    """Time-per-output-token the adaptive batch window holds the step time under."""
+
+    max_step_s: float = 0.25
+    """Longest prefill-only step (nobody decoding): bounds how long a newly arrived
+    request waits for the engine thread to look at it."""
+
+    min_output_tokens: int = 12
+    """Tokens a request must be able to produce before its deadline to be admitted:
+    about one short sentence, the least explanation worth streaming."""
+
+    default_deadline_s: float | None = None
+    """Deadline applied to requests that bring none (the server-wide latency
+    objective); None means requests without a deadline are never refused for time."""
+
+    warm_prefix_on_refusal: bool = True
+    """After refusing a request for its deadline, prefill its prompt's full blocks at
+    low priority, so the next question about the same product hits the prefix cache."""
+
+    max_waiting: int = 256
+    """Queue length beyond which new requests are refused instead of queued."""
+
+    n_threads: int = 2
+    flash_attn: bool = False
+    """Matches llama-cpp-python's default so the oracle test compares like with like."""
+
+    extra_buffer_types: bool = True
+    """llama.cpp's extra weight buffers (repack, AMX), llama.cpp's default, so kernels
+    match llama-cpp-python's. Turn off when llama.cpp was built with AMX for a VM that
+    advertises AMX without enabling it (llama_decode then dies with SIGILL)."""
+
+    seed: int = 0
+    """Seed for requests that ask for sampling without a seed of their own (0 = random)."""
+
+    def __post_init__(self) -> None:
+        if self.context_size < self.block_size * 2:
+            raise ValueError("context_size must hold at least two blocks")
+        if not 1 <= self.min_sequences <= self.max_sequences:
+            raise ValueError("need 1 <= min_sequences <= max_sequences")
+        if self.max_sequences + self.max_cached_prefixes > 256:
+            raise ValueError("llama.cpp allows at most 256 sequence ids")
+        if self.max_batch_tokens < self.max_sequences + 1:
+            raise ValueError("max_batch_tokens must exceed max_sequences")
+        if self.min_prefill_chunk < 1 or self.block_size < 1:
+            raise ValueError("min_prefill_chunk and block_size must be positive")
+        if self.tpot_target_s <= 0:
+            raise ValueError("tpot_target_s must be positive")
+
+    @property
+    def num_blocks(self) -> int:
+        return self.context_size // self.block_size
+
+    @property
+    def num_seq_ids(self) -> int:
+        return self.max_sequences + self.max_cached_prefixes

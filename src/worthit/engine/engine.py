@@ -1,0 +1,515 @@
+"""The engine: one thread owns the llama.cpp context, asyncio callers stream from it.
+
+``submit`` runs in the caller's event loop: it builds the prompt, decides admission
+at once (a refusal is an exception the caller acts on, not a late failure), and hands
+the request to the engine thread through a queue. The engine thread loops
+schedule -> llama_decode -> postprocess and pushes each step's deltas back into the
+callers' loops with one ``call_soon_threadsafe`` per loop per step. llama_decode
+releases the GIL, so the event loop keeps serving HTTP while the model computes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty, SimpleQueue
+
+from worthit.engine.block_manager import BlockManager
+from worthit.engine.chat import ChatMessage, ChatTemplate, fit_messages, validate_messages
+from worthit.engine.config import EngineConfig
+from worthit.engine.detokenizer import Detokenizer, last_sentence_end
+from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
+from worthit.engine.latency import StepTimeModel
+from worthit.engine.metrics import EngineMetrics
+from worthit.engine.runner import LlamaRunner, Runner
+from worthit.engine.scheduler import Chunk, Scheduler, Update
+from worthit.engine.sequence import (
+    FinishReason,
+    Priority,
+    SamplingParams,
+    Timings,
+)
+from worthit.engine.sequence import (
+    Sequence as Seq,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delta:
+    """New text of one request; the last one carries finish_reason."""
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The whole answer and its accounting, available once the stream ends."""
+
+    request_id: str
+    text: str
+    """For finish_reason "deadline", cut at the last sentence end ("" if none ended)."""
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    truncated_messages: int
+    """Old turns dropped to fit the context (0 when the conversation fit)."""
+    preemptions: int
+    queue_s: float | None
+    ttft_s: float | None
+    prefill_s: float
+    e2e_s: float
+
+
+class RequestStream(AsyncIterator[Delta]):
+    """Async iterator of one request's deltas. Breaking out of the loop does not stop
+    the request: call ``abort()`` (the server does when a client disconnects)."""
+
+    def __init__(self, request_id: str, engine: Engine) -> None:
+        self.request_id = request_id
+        self.completion: Completion | None = None
+        self._engine = engine
+        self._queue: asyncio.Queue[Delta] = asyncio.Queue()
+        self._done = False
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._done:
+            raise StopAsyncIteration
+        delta = await self._queue.get()
+        if delta.finish_reason is not None:
+            self._done = True
+        return delta
+
+    def abort(self) -> None:
+        if not self._done:
+            self._engine.abort(self.request_id)
+
+    async def collect(self) -> Completion:
+        async for _ in self:
+            pass
+        assert self.completion is not None
+        return self.completion
+
+    def _push(self, delta: Delta) -> None:
+        self._queue.put_nowait(delta)
+
+
+@dataclass
+class _Submit:
+    seq: Seq
+    stream: RequestStream | None
+    """None for the engine's own prefix-warming requests."""
+    loop: asyncio.AbstractEventLoop | None
+
+
+@dataclass
+class _Abort:
+    request_id: str
+
+
+@dataclass
+class _Call:
+    fn: Callable[[], object]
+    future: Future[object]
+
+
+class Engine:
+    def __init__(
+        self,
+        runner: Runner,
+        config: EngineConfig | None = None,
+        metrics: EngineMetrics | None = None,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.runner = runner
+        self.metrics = metrics or EngineMetrics()
+        self.model_id = runner.model_id
+        self.chat_template = ChatTemplate(runner.chat_template, runner.bos_text, runner.eos_text)
+        self.blocks = BlockManager(
+            self.config.num_blocks, self.config.block_size, self.config.num_seq_ids, runner
+        )
+        self.step_model = StepTimeModel()
+        self.scheduler = Scheduler(self.config, self.blocks, self.step_model, runner.is_eog)
+        self._inbox: SimpleQueue[_Submit | _Abort | _Call] = SimpleQueue()
+        self._wake = threading.Event()
+        self._streams: dict[str, tuple[RequestStream, asyncio.AbstractEventLoop]] = {}
+        self._backlog = [0, 0, 0]
+        self._backlog_lock = threading.Lock()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._counted = (0, 0, 0)
+        self._warming: set[int | None] = set()
+
+    @classmethod
+    def from_gguf(cls, model_path: str | Path, config: EngineConfig | None = None) -> Engine:
+        """Load a GGUF and start the engine thread."""
+        config = config or EngineConfig()
+        engine = cls(LlamaRunner(model_path, config), config)
+        engine.start()
+        return engine
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self, calibrate: bool = True) -> None:
+        """Start the engine thread; first time a few steps so that admission decides
+        from this machine's measured speed, not from priors."""
+        if self._thread is not None:
+            return
+        if calibrate:
+            self._calibrate()
+        self._thread = threading.Thread(target=self._run, name="worthit-engine", daemon=True)
+        self._thread.start()
+
+    def _calibrate(self) -> None:
+        text = "The quick brown fox jumps over the lazy dog. " * 16
+        tokens = self.runner.tokenize(text, add_special=False)[:64] or [1]
+        probe = Seq(
+            request_id="calibration",
+            prompt_tokens=tokens,
+            params=SamplingParams(max_tokens=1),
+            priority=Priority.LOW,
+            deadline=None,
+            detokenizer=Detokenizer(self.runner.piece),
+            timings=Timings(arrival=time.monotonic()),
+        )
+        seq_id = self.config.num_seq_ids - 1  # unused until the id pool runs dry
+        runs = [(0, tokens), (0, tokens), (len(tokens), tokens[:1]), (len(tokens), tokens[:1])]
+        for i, (start, chunk) in enumerate(runs):
+            self.runner.truncate(seq_id, start)
+            t0 = time.perf_counter()
+            self.runner.step([Chunk(probe, seq_id, start, list(chunk), sample=False)])
+            if i % 2:  # the first of each pair pays one-time allocation costs
+                self.step_model.observe(len(chunk), time.perf_counter() - t0, len(chunk) == 1)
+        self.runner.truncate(seq_id, 0)
+
+    def close(self) -> None:
+        """Finish every request with "abort", stop the thread, free the model."""
+        self._closing = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.runner.close()
+
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- requests ------------------------------------------------------------------
+
+    def submit(
+        self,
+        prompt: str | Sequence[int] | None = None,
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        params: SamplingParams | None = None,
+        priority: Priority = Priority.MEDIUM,
+        deadline_s: float | None = None,
+        request_id: str | None = None,
+        answer_prefix: str = "",
+    ) -> RequestStream:
+        """Queue a request; call from a running event loop.
+
+        Give either a raw ``prompt`` (text or token ids) or chat ``messages`` (rendered
+        with the GGUF's template, then ``answer_prefix`` appended as the start of the
+        assistant's answer). ``deadline_s`` is relative to now; without it the config's
+        default deadline applies. Raises AdmissionRefusedError when the deadline cannot
+        be met or the queue is full, PromptTooLongError when the prompt cannot fit.
+        """
+        if self._closing:
+            raise EngineClosedError("engine is closed")
+        loop = asyncio.get_running_loop()
+        params = params or SamplingParams()
+        request_id = request_id or uuid.uuid4().hex
+        now = time.monotonic()
+        tokens, dropped = self._prompt_tokens(prompt, messages, params, answer_prefix)
+        if deadline_s is None:
+            deadline_s = self.config.default_deadline_s
+        limit = self.config.num_blocks * self.config.block_size
+        seq = Seq(
+            request_id=request_id,
+            prompt_tokens=tokens,
+            params=params,
+            priority=priority,
+            deadline=None if deadline_s is None else now + deadline_s,
+            detokenizer=Detokenizer(self.runner.piece, params.stop),
+            timings=Timings(arrival=now),
+            truncated_messages=dropped,
+            max_total_tokens=limit,
+        )
+        seq.cached_hint = self.blocks.cached_prefix_len(tokens)
+        try:
+            self._admission(seq, now)
+        except AdmissionRefusedError as refused:
+            if refused.reason == "deadline":
+                self._warm_prefix(tokens, seq.cached_hint)
+            raise
+        seq.sampler = self.runner.new_sampler(params, self.config.seed)
+        stream = RequestStream(request_id, self)
+        with self._backlog_lock:
+            self._backlog[priority.value] += len(tokens) - seq.cached_hint
+        self._inbox.put(_Submit(seq, stream, loop))
+        self._wake.set()
+        return stream
+
+    async def generate(
+        self,
+        prompt: str | Sequence[int] | None = None,
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        params: SamplingParams | None = None,
+        priority: Priority = Priority.MEDIUM,
+        deadline_s: float | None = None,
+    ) -> Completion:
+        stream = self.submit(
+            prompt, messages=messages, params=params, priority=priority, deadline_s=deadline_s
+        )
+        return await stream.collect()
+
+    def abort(self, request_id: str) -> None:
+        """Stop a request wherever it is; its stream ends with finish_reason "abort"."""
+        self._inbox.put(_Abort(request_id))
+        self._wake.set()
+
+    async def clear_prefix_cache(self) -> None:
+        """Evict every cached prefix (running requests keep their KV)."""
+        await asyncio.wrap_future(self.call_in_engine_thread(self.blocks.clear_cache))
+
+    def call_in_engine_thread(self, fn: Callable[[], object]) -> Future[object]:
+        """Run fn between two steps, where it may touch the scheduler, the block
+        manager or the llama.cpp context without racing the engine thread."""
+        future: Future[object] = Future()
+        self._inbox.put(_Call(fn, future))
+        self._wake.set()
+        return future
+
+    def count_prompt_tokens(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> int:
+        return len(self.runner.tokenize(self.chat_template.render(messages) + answer_prefix))
+
+    def _prompt_tokens(
+        self,
+        prompt: str | Sequence[int] | None,
+        messages: Sequence[ChatMessage] | None,
+        params: SamplingParams,
+        answer_prefix: str = "",
+    ) -> tuple[list[int], int]:
+        limit = self.config.num_blocks * self.config.block_size
+        if (prompt is None) == (messages is None):
+            raise ValueError("give exactly one of prompt or messages")
+        if messages is not None:
+            validate_messages(messages)
+            reserve = min(params.max_tokens, limit // 2)
+            kept, dropped = fit_messages(
+                messages, lambda m: self.count_prompt_tokens(m, answer_prefix), limit - reserve
+            )
+            text = self.chat_template.render(kept) + answer_prefix
+            return self.runner.tokenize(text), dropped
+        tokens = self.runner.tokenize(prompt) if isinstance(prompt, str) else list(prompt or ())
+        if not tokens:
+            raise ValueError("prompt must not be empty")
+        if len(tokens) >= limit:
+            raise PromptTooLongError(len(tokens), limit - 1)
+        return tokens, 0
+
+    def _warm_prefix(self, tokens: list[int], cached: int) -> None:
+        """After a deadline refusal, prefill the prompt's full blocks at low priority
+        and without a deadline, so the next question about the same product finds its
+        facts in the prefix cache instead of being refused the same way."""
+        size = self.config.block_size
+        n = (len(tokens) - 1) // size * size
+        key = hash(tuple(tokens[:n]))
+        busy = len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_sequences
+        if not self.config.warm_prefix_on_refusal or n <= cached or busy or key in self._warming:
+            return
+        self._warming.add(key)
+        params = SamplingParams(max_tokens=1)
+        warm = Seq(
+            request_id=f"warm-{uuid.uuid4().hex}",
+            prompt_tokens=tokens[:n],
+            params=params,
+            priority=Priority.LOW,
+            deadline=None,
+            detokenizer=Detokenizer(self.runner.piece),
+            timings=Timings(arrival=time.monotonic()),
+            max_total_tokens=self.config.num_blocks * size,
+        )
+        warm.sampler = self.runner.new_sampler(params, self.config.seed)
+        warm.warm_key = key
+        self._inbox.put(_Submit(warm, None, None))
+        self._wake.set()
+
+    def _admission(self, seq: Seq, now: float) -> None:
+        if len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_waiting:
+            self.metrics.refusals.labels("queue_full").inc()
+            raise AdmissionRefusedError(seq.request_id, "queue_full")
+        if seq.deadline is None:
+            return
+        with self._backlog_lock:
+            backlog = sum(self._backlog[: seq.priority.value + 1])
+        uncached = len(seq.prompt_tokens) - seq.cached_hint
+        ok, estimate = self.scheduler.can_meet(seq, uncached + backlog, now)
+        if not ok:
+            self.metrics.refusals.labels("deadline").inc()
+            raise AdmissionRefusedError(seq.request_id, "deadline", estimate, seq.deadline - now)
+
+    # -- the engine thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._closing:
+                self._drain()
+                if not self.scheduler.has_work():
+                    self._wake.wait()
+                    self._wake.clear()
+                    continue
+                self._step()
+        except Exception:
+            log.exception("engine thread failed; failing every request")
+            self._fail_all(FinishReason.ERROR)
+            raise
+        self._drain()
+        self._fail_all(FinishReason.ABORT)
+
+    def _step(self) -> None:
+        plan = self.scheduler.schedule(time.monotonic())
+        updates = self.scheduler.take_ended()
+        if plan.chunks:
+            t0 = time.perf_counter()
+            sampled = self.runner.step(plan.chunks)
+            step_s = time.perf_counter() - t0
+            self.metrics.step_time.observe(step_s)
+            updates += self.scheduler.postprocess(plan, sampled, step_s, time.monotonic())
+        elif not updates:
+            self._wake.wait(0.005)  # nothing schedulable now (KV full): let aborts arrive
+            self._wake.clear()
+        self._deliver(updates)
+        self._gauges()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except Empty:
+                return
+            if isinstance(item, _Submit):
+                seq = item.seq
+                with self._backlog_lock:
+                    self._backlog[seq.priority.value] -= len(seq.prompt_tokens) - seq.cached_hint
+                if item.stream is not None and item.loop is not None:
+                    self._streams[seq.request_id] = (item.stream, item.loop)
+                self.scheduler.add(seq)
+            elif isinstance(item, _Call):
+                try:
+                    item.future.set_result(item.fn())
+                except Exception as exc:
+                    item.future.set_exception(exc)
+            elif not self.scheduler.abort(item.request_id):
+                log.debug("abort of unknown or finished request %s", item.request_id)
+
+    def _deliver(self, updates: list[Update]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[RequestStream, Delta]]] = defaultdict(
+            list
+        )
+        now = time.monotonic()
+        for update in updates:
+            seq = update.seq
+            if seq.finish_reason is not None:
+                if seq.sampler is not None:
+                    self.runner.free_sampler(seq.sampler)
+                    seq.sampler = None
+                self._warming.discard(seq.warm_key)
+            entry = self._streams.get(seq.request_id)
+            if entry is None:
+                continue
+            stream, loop = entry
+            if update.token_ids and seq.timings.last_token is not None:
+                if len(seq.output_tokens) == len(update.token_ids):
+                    self.metrics.ttft.labels(seq.priority.name.lower()).observe(
+                        now - seq.timings.arrival
+                    )
+                elif seq.emitted_at is not None:
+                    self.metrics.inter_token.observe(now - seq.emitted_at)
+                seq.emitted_at = now
+            reason = seq.finish_reason
+            if reason is not None:
+                stream.completion = self._complete(seq, now)
+                del self._streams[seq.request_id]
+            delta = Delta(seq.request_id, update.text, tuple(update.token_ids), reason)
+            by_loop[loop].append((stream, delta))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_dispatch, items)
+            except RuntimeError:
+                log.debug("event loop closed; dropping %d deltas", len(items))
+
+    def _complete(self, seq: Seq, now: float) -> Completion:
+        reason = seq.finish_reason
+        assert reason is not None
+        seq.timings.finished = now
+        text = seq.detokenizer.text
+        if reason is FinishReason.DEADLINE:
+            text = text[: last_sentence_end(text)]  # "" when no sentence was finished
+        t = seq.timings
+        priority = seq.priority.name.lower()
+        self.metrics.e2e.labels(priority, reason.value).observe(now - t.arrival)
+        self.metrics.finished.labels(reason.value).inc()
+        if t.scheduled is not None:
+            self.metrics.queue_time.labels(priority).observe(t.scheduled - t.arrival)
+            self.metrics.prefill_time.observe(t.prefill_s)
+        return Completion(
+            request_id=seq.request_id,
+            text=text,
+            token_ids=tuple(seq.output_tokens),
+            finish_reason=reason,
+            prompt_tokens=len(seq.prompt_tokens),
+            completion_tokens=len(seq.output_tokens),
+            cached_tokens=seq.cached_tokens,
+            truncated_messages=seq.truncated_messages,
+            preemptions=seq.preemptions,
+            queue_s=None if t.scheduled is None else t.scheduled - t.arrival,
+            ttft_s=None if t.first_token is None else t.first_token - t.arrival,
+            prefill_s=t.prefill_s,
+            e2e_s=now - t.arrival,
+        )
+
+    def _gauges(self) -> None:
+        m = self.metrics
+        m.kv_usage.set(self.blocks.usage)
+        m.running.set(len(self.scheduler.running))
+        m.waiting.set(len(self.scheduler.waiting))
+        m.batch_window.set(self.scheduler.window.size)
+        counts = (self.blocks.queried_tokens, self.blocks.hit_tokens, self.scheduler.preemptions)
+        m.prefix_queried.inc(counts[0] - self._counted[0])
+        m.prefix_hit.inc(counts[1] - self._counted[1])
+        m.preemptions.inc(counts[2] - self._counted[2])
+        self._counted = counts
+
+    def _fail_all(self, reason: FinishReason) -> None:
+        for seq in (*self.scheduler.running, *self.scheduler.waiting):
+            self.scheduler.abort(seq.request_id)
+            seq.finish_reason = reason
+        self._deliver(self.scheduler.take_ended())
+
+
+def _dispatch(items: list[tuple[RequestStream, Delta]]) -> None:
+    for stream, delta in items:
+        stream._push(delta)

@@ -1,0 +1,80 @@
+"""Prometheus metrics of one engine.
+
+Each engine registers into its own CollectorRegistry (not the process-global one), so
+tests and benchmarks can run several engines in one process; the server exposes the
+engine's registry at /metrics.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
+    0.5, 0.65, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0,
+)  # fmt: skip
+
+
+class EngineMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.ttft = Histogram(
+            "worthit_engine_time_to_first_token_seconds",
+            "Submission to first streamed token.",
+            ["priority"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.inter_token = Histogram(
+            "worthit_engine_inter_token_latency_seconds",
+            "Time between consecutive tokens of one request.",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_time = Histogram(
+            "worthit_engine_queue_time_seconds",
+            "Submission to the first scheduled prefill chunk.",
+            ["priority"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.prefill_time = Histogram(
+            "worthit_engine_prefill_time_seconds",
+            "Step time spent on a request's prompt, pro rata of its tokens per step.",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.e2e = Histogram(
+            "worthit_engine_e2e_latency_seconds",
+            "Submission to the last token.",
+            ["priority", "finish_reason"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.step_time = Histogram(
+            "worthit_engine_step_seconds",
+            "Duration of one llama_decode step with its sampling.",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.kv_usage = Gauge(
+            "worthit_engine_kv_usage_ratio", "KV blocks in use / KV blocks.", registry=r
+        )
+        self.prefix_queried = Counter(
+            "worthit_engine_prefix_cache_queried_tokens",
+            "Prompt tokens looked up in the prefix cache.", registry=r,
+        )  # fmt: skip
+        self.prefix_hit = Counter(
+            "worthit_engine_prefix_cache_hit_tokens",
+            "Prompt tokens served from the prefix cache.", registry=r,
+        )  # fmt: skip
+        self.preemptions = Counter(
+            "worthit_engine_preemptions", "Running requests preempted for KV.", registry=r
+        )
+        self.refusals = Counter(
+            "worthit_engine_admission_refusals",
+            "Requests refused at submission.", ["reason"], registry=r,
+        )  # fmt: skip
+        self.finished = Counter(
+            "worthit_engine_requests_finished",
+            "Requests finished, by reason.", ["finish_reason"], registry=r,
+        )  # fmt: skip
+        self.running = Gauge("worthit_engine_running_requests", "Requests holding KV.", registry=r)
+        self.waiting = Gauge(
+            "worthit_engine_waiting_requests", "Requests queued for KV.", registry=r
+        )
+        self.batch_window = Gauge(
+            "worthit_engine_batch_window", "Adaptive limit of running requests.", registry=r
+        )

@@ -1,0 +1,234 @@
+"""The llama.cpp context, driven through llama-cpp-python's low-level C bindings.
+
+The runner executes what the scheduler decided and nothing else: one ``llama_decode``
+per step over a batch that mixes decode tokens and prefill chunks of many sequences,
+then one sample per sequence that asked for logits. It also implements the two KV
+memory operations the block manager needs. Only the engine thread calls ``step`` and
+the memory operations; tokenisation and sampler creation are safe from any thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import secrets
+import threading
+from collections.abc import Sequence as Seq
+from pathlib import Path
+from typing import Any, Protocol
+
+import llama_cpp.llama_cpp as llama
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.errors import EngineError, ModelLoadError
+from worthit.engine.scheduler import Chunk
+from worthit.engine.sequence import SamplingParams
+
+_backend_lock = threading.Lock()
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    """llama_backend_init is process-wide; do it once, and quiet llama.cpp's logging,
+    which llama-cpp-python routes through this Python logger."""
+    global _backend_ready
+    with _backend_lock:
+        if not _backend_ready:
+            llama.llama_backend_init()
+            logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+            _backend_ready = True
+
+
+class Runner(Protocol):
+    """What the engine needs from a model runner; tests pass a fake."""
+
+    model_id: str
+    chat_template: str | None
+    bos_text: str
+    eos_text: str
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+    def piece(self, token: int) -> bytes: ...
+    def is_eog(self, token: int) -> bool: ...
+    def new_sampler(self, params: SamplingParams, default_seed: int) -> object: ...
+    def free_sampler(self, sampler: object) -> None: ...
+    def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None: ...
+    def truncate(self, seq_id: int, n_tokens: int) -> None: ...
+    def step(self, chunks: Seq[Chunk]) -> dict[int, int]: ...
+    def close(self) -> None: ...
+
+
+class DecodeError(EngineError):
+    """llama_decode failed; the engine fails the step's requests."""
+
+
+class LlamaRunner:
+    def __init__(self, model_path: str | Path, config: EngineConfig) -> None:
+        path = Path(model_path)
+        if not path.is_file():
+            raise ModelLoadError(f"model file not found: {path}")
+        _init_backend()
+        model_params = llama.llama_model_default_params()
+        model_params.use_extra_bufts = config.extra_buffer_types
+        self._model = llama.llama_model_load_from_file(str(path).encode(), model_params)
+        if not self._model:
+            raise ModelLoadError(f"llama.cpp could not load {path}")
+        self._vocab = llama.llama_model_get_vocab(self._model)
+
+        params = llama.llama_context_default_params()
+        params.n_ctx = config.context_size
+        params.n_batch = config.max_batch_tokens
+        params.n_ubatch = config.max_batch_tokens
+        params.n_seq_max = config.num_seq_ids
+        params.kv_unified = True  # one pool of cells: seq_cp shares, never copies
+        params.n_threads = config.n_threads
+        params.n_threads_batch = config.n_threads
+        params.flash_attn_type = (
+            llama.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if config.flash_attn
+            else llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        params.no_perf = True
+        self._ctx = llama.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            llama.llama_model_free(self._model)
+            raise ModelLoadError("llama.cpp could not create a context")
+        self._mem = llama.llama_get_memory(self._ctx)
+        self._batch = llama.llama_batch_init(config.max_batch_tokens, 0, 1)
+        self._batch_size = config.max_batch_tokens
+        self.n_ctx = llama.llama_n_ctx(self._ctx)
+        self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
+        self.model_path = path
+        self.model_id = path.name
+        self.chat_template = self._meta("tokenizer.chat_template")
+        self.model_name = self._meta("general.name") or self.model_id
+        self.bos_text = self._token_text(llama.llama_vocab_bos(self._vocab))
+        self.eos_text = self._token_text(llama.llama_vocab_eos(self._vocab))
+        self._closed = False
+
+    # -- text -------------------------------------------------------------------
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        """Tokens of text; special tokens written in it (chat markup) are parsed."""
+        data = text.encode("utf-8")
+        size = len(data) + 8
+        buf = (llama.llama_token * size)()
+        n = llama.llama_tokenize(self._vocab, data, len(data), buf, size, add_special, True)
+        if n < 0:
+            size = -n
+            buf = (llama.llama_token * size)()
+            n = llama.llama_tokenize(self._vocab, data, len(data), buf, size, add_special, True)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes of one token (special tokens render empty); may be part of a character."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama.llama_token_to_piece(self._vocab, token, buf, 64, 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama.llama_token_to_piece(self._vocab, token, buf, -n, 0, False)
+            cached = buf.raw[:n]
+            self._pieces[token] = cached
+        return cached
+
+    def is_eog(self, token: int) -> bool:
+        eog = self._eog.get(token)
+        if eog is None:
+            eog = bool(llama.llama_vocab_is_eog(self._vocab, token))
+            self._eog[token] = eog
+        return eog
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        text: bytes | None = llama.llama_vocab_get_text(self._vocab, token)
+        return (text or b"").decode("utf-8", errors="replace")
+
+    def _meta(self, key: str) -> str | None:
+        size = 1 << 16
+        buf = ctypes.create_string_buffer(size)
+        n = llama.llama_model_meta_val_str(self._model, key.encode(), buf, size)
+        if n < 0:
+            return None
+        return buf.value.decode("utf-8", errors="replace")
+
+    # -- sampling ----------------------------------------------------------------
+
+    def new_sampler(self, params: SamplingParams, default_seed: int) -> object:
+        """A llama.cpp sampler chain per request: top-k, top-p, temperature, then a
+        seeded draw; greedy when temperature is 0."""
+        chain = llama.llama_sampler_chain_init(llama.llama_sampler_chain_default_params())
+        if params.temperature == 0:
+            llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_greedy())
+            return chain
+        if params.top_k > 0:
+            llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_top_k(params.top_k))
+        if params.top_p < 1.0:
+            llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_top_p(params.top_p, 1))
+        llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_temp(params.temperature))
+        seed = params.seed if params.seed is not None else default_seed
+        if not seed:
+            seed = secrets.randbits(32) or 1
+        llama.llama_sampler_chain_add(chain, llama.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        return chain
+
+    def free_sampler(self, sampler: object) -> None:
+        llama.llama_sampler_free(sampler)
+
+    # -- KV memory (BlockManager's KVMemory) --------------------------------------------
+
+    def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None:
+        llama.llama_memory_seq_cp(self._mem, src_seq, dst_seq, 0, n_tokens)
+
+    def truncate(self, seq_id: int, n_tokens: int) -> None:
+        if not llama.llama_memory_seq_rm(self._mem, seq_id, n_tokens, -1):
+            raise DecodeError(f"llama.cpp refused to truncate sequence {seq_id}")
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        """Last position in seq_id's KV, -1 when it holds none (tests use this)."""
+        return int(llama.llama_memory_seq_pos_max(self._mem, seq_id))
+
+    # -- compute -------------------------------------------------------------------
+
+    def step(self, chunks: Seq[Chunk]) -> dict[int, int]:
+        """One llama_decode over every chunk; a sampled token per chunk that asked."""
+        batch: Any = self._batch
+        i = 0
+        outputs: list[tuple[int, int, object]] = []
+        for chunk in chunks:
+            seq_id = chunk.seq_id
+            pos = chunk.start
+            for token in chunk.tokens:
+                batch.token[i] = token
+                batch.pos[i] = pos
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = seq_id
+                batch.logits[i] = 0
+                i += 1
+                pos += 1
+            if chunk.sample:
+                batch.logits[i - 1] = 1
+                outputs.append((seq_id, i - 1, chunk.seq.sampler))
+        if i == 0:
+            return {}
+        if i > self._batch_size:
+            raise DecodeError(f"batch of {i} tokens exceeds {self._batch_size}")
+        batch.n_tokens = i
+        rc = llama.llama_decode(self._ctx, batch)
+        if rc != 0:
+            raise DecodeError(f"llama_decode returned {rc}")
+        return {
+            seq_id: int(llama.llama_sampler_sample(sampler, self._ctx, index))
+            for seq_id, index, sampler in outputs
+        }
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        llama.llama_batch_free(self._batch)
+        llama.llama_free(self._ctx)
+        llama.llama_model_free(self._model)

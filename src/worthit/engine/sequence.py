@@ -1,0 +1,146 @@
+"""One request's state as the scheduler sees it.
+
+A plain class, mutated only by the engine thread: the scheduler decides, the runner
+computes, and this object remembers where the request stands between steps.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from worthit.engine.detokenizer import Detokenizer
+
+
+class Priority(enum.IntEnum):
+    """Request classes; a lower value is served first."""
+
+    HIGH = 0
+    MEDIUM = 1
+    LOW = 2
+
+    @property
+    def prefill_weight(self) -> int:
+        """Share of each step's prefill budget (5/2/1), so low traffic still moves."""
+        return (5, 2, 1)[self.value]
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class FinishReason(enum.StrEnum):
+    STOP = "stop"
+    """An end-of-generation token or a stop string."""
+    LENGTH = "length"
+    """max_tokens or the context size."""
+    DEADLINE = "deadline"
+    """The deadline would not fit another sentence: stopped at a sentence end."""
+    EXPIRED = "expired"
+    """The deadline passed (or became unreachable) before prefill: never computed."""
+    ABORT = "abort"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick tokens. temperature 0 means greedy (argmax), the oracle's mode."""
+
+    max_tokens: int = 128
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0")
+
+
+@dataclass
+class Timings:
+    """Monotonic timestamps (seconds) the metrics and the caller's receipt use."""
+
+    arrival: float
+    scheduled: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+    finished: float | None = None
+    prefill_s: float = 0.0
+
+
+@dataclass(eq=False)
+class Sequence:
+    request_id: str
+    prompt_tokens: list[int]
+    params: SamplingParams
+    priority: Priority
+    deadline: float | None
+    """Absolute monotonic time, or None."""
+    detokenizer: Detokenizer
+    timings: Timings
+    output_tokens: list[int] = field(default_factory=list)
+    status: Status = Status.WAITING
+    seq_id: int | None = None
+    """llama.cpp sequence id while the request holds KV."""
+    num_computed: int = 0
+    """Tokens of prompt+output whose KV is in the cache."""
+    cached_tokens: int = 0
+    """Prompt tokens taken from the prefix cache at the first admission."""
+    finish_reason: FinishReason | None = None
+    preemptions: int = 0
+    truncated_messages: int = 0
+    sampler: object | None = None
+    """Runner-owned sampling state (a llama.cpp sampler chain)."""
+    max_total_tokens: int = 0
+    """Context limit for this sequence: generation ends with "length" at it."""
+    cached_hint: int = 0
+    """Prefix-cache hit expected at submission, for the queue's time estimates."""
+    sentence_mark: int = 0
+    """Output tokens up to the last sentence end, to learn sentence lengths."""
+    warm_key: int | None = None
+    """Set on the engine's own prefix-warming requests."""
+    emitted_at: float | None = None
+    """When the last token was handed to the caller, for inter-token latency."""
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_tokens) + len(self.output_tokens)
+
+    def token_at(self, i: int) -> int:
+        n = len(self.prompt_tokens)
+        return self.prompt_tokens[i] if i < n else self.output_tokens[i - n]
+
+    def tokens(self, start: int, end: int) -> list[int]:
+        n = len(self.prompt_tokens)
+        if end <= n:
+            return self.prompt_tokens[start:end]
+        if start >= n:
+            return self.output_tokens[start - n : end - n]
+        return self.prompt_tokens[start:] + self.output_tokens[: end - n]
+
+    @property
+    def pending(self) -> int:
+        """Tokens not yet in the KV cache: 1 while decoding, more while prefilling."""
+        return self.num_tokens - self.num_computed
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is Status.FINISHED
+
+    def slack(self, now: float) -> float:
+        """Seconds to the deadline; infinite without one, so such requests go last."""
+        return math.inf if self.deadline is None else self.deadline - now
+
+    def sort_key(self, now: float) -> tuple[int, float, float]:
+        return (self.priority.value, self.slack(now), self.timings.arrival)

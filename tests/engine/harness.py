@@ -1,0 +1,75 @@
+"""Drive a Scheduler step by step with a fake runner and a controlled clock."""
+
+from __future__ import annotations
+
+from worthit.engine.block_manager import BlockManager
+from worthit.engine.config import EngineConfig
+from worthit.engine.detokenizer import Detokenizer
+from worthit.engine.latency import StepTimeModel
+from worthit.engine.scheduler import Scheduler, StepPlan, Update
+from worthit.engine.sequence import Priority, SamplingParams, Sequence, Timings
+
+from engine_fakes import FakeRunner
+
+
+class Harness:
+    def __init__(
+        self,
+        config: EngineConfig,
+        runner: FakeRunner | None = None,
+        overhead_s: float = 0.001,
+        per_token_s: float = 0.001,
+        freeze: bool = True,
+    ) -> None:
+        self.config = config
+        self.runner = runner or FakeRunner(n_ctx=config.context_size)
+        self.blocks = BlockManager(
+            config.num_blocks, config.block_size, config.num_seq_ids, self.runner
+        )
+        self.model = StepTimeModel(overhead_s=overhead_s, per_token_s=per_token_s)
+        if freeze:  # keep the step-time model at its prior, so budgets are exact
+            self.model.observe = lambda *args, **kwargs: None  # type: ignore[method-assign]
+        self.scheduler = Scheduler(config, self.blocks, self.model, self.runner.is_eog)
+        self.step_s = overhead_s
+        self.now = 0.0
+        self.finished: list[Sequence] = []
+
+    def seq(
+        self,
+        rid: str,
+        prompt_len: int,
+        priority: Priority = Priority.MEDIUM,
+        deadline: float | None = None,
+        max_tokens: int = 4,
+        base: int = 100,
+    ) -> Sequence:
+        seq = Sequence(
+            request_id=rid,
+            prompt_tokens=[base + (i % 50) for i in range(prompt_len)],
+            params=SamplingParams(max_tokens=max_tokens),
+            priority=priority,
+            deadline=deadline,
+            detokenizer=Detokenizer(self.runner.piece),
+            timings=Timings(arrival=self.now),
+            max_total_tokens=self.config.num_blocks * self.config.block_size,
+        )
+        self.scheduler.add(seq)
+        return seq
+
+    def step(self) -> tuple[StepPlan, list[Update]]:
+        plan = self.scheduler.schedule(self.now)
+        updates = self.scheduler.take_ended()
+        if plan.chunks:
+            sampled = self.runner.step(plan.chunks)
+            self.now += self.step_s
+            updates += self.scheduler.postprocess(plan, sampled, self.step_s, self.now)
+        self.finished += [u.seq for u in updates if u.seq.is_finished]
+        self.blocks.check()
+        return plan, updates
+
+    def run(self, max_steps: int = 1000) -> None:
+        for _ in range(max_steps):
+            if not self.scheduler.has_work():
+                return
+            self.step()
+        raise AssertionError("scheduler did not drain")

@@ -1,0 +1,264 @@
+"""The asyncio engine over the fake runner: streaming, concurrency, abort, admission,
+context overflow, and a property test that nothing leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.errors import AdmissionRefusedError, PromptTooLongError
+from worthit.engine.sequence import FinishReason, Priority, SamplingParams
+
+from engine_fakes import FakeRunner, ScriptedRunner, reference_output
+
+
+def make_engine(config: EngineConfig | None = None, runner: FakeRunner | None = None) -> Engine:
+    config = config or EngineConfig(context_size=1024, block_size=8)
+    engine = Engine(runner or FakeRunner(n_ctx=config.context_size), config)
+    engine.start()
+    return engine
+
+
+def assert_clean(engine: Engine) -> None:
+    """No request, sampler or KV left; cached prefixes are the only KV kept."""
+    runner = engine.runner
+    assert isinstance(runner, FakeRunner)
+    assert not engine.scheduler.running and not engine.scheduler.waiting
+    assert runner.samplers_alive == 0
+    engine.blocks.check()
+    assert set(runner.kv) == set(engine.blocks.tables)
+    for seq_id, table in engine.blocks.tables.items():
+        assert len(runner.kv[seq_id]) == len(table) * engine.blocks.block_size
+    engine.blocks.clear_cache()
+    assert runner.kv == {} and engine.blocks.used_blocks == 0
+
+
+def test_concurrent_requests_stream_the_reference_tokens():
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            prompts = [f"question {i} about product {i % 3}" for i in range(6)]
+            streams = [engine.submit(p, params=SamplingParams(max_tokens=10)) for p in prompts]
+            texts = ["" for _ in streams]
+
+            async def read(i: int) -> None:
+                async for delta in streams[i]:
+                    texts[i] += delta.text
+
+            await asyncio.gather(*(read(i) for i in range(len(streams))))
+            for prompt, stream, text in zip(prompts, streams, texts, strict=True):
+                done = stream.completion
+                assert done is not None and done.finish_reason is FinishReason.LENGTH
+                expected = reference_output(engine.runner.tokenize(prompt), 10)
+                assert list(done.token_ids) == expected
+                assert text == done.text == "".join(chr(t - 1) for t in expected)
+                assert done.prompt_tokens == len(prompt) and done.completion_tokens == 10
+            steps = engine.runner.steps  # type: ignore[attr-defined]
+            assert max(len(step) for step in steps) > 1  # requests shared steps
+        finally:
+            engine.close()
+        assert_clean(engine)
+
+    asyncio.run(main())
+
+
+def test_same_prefix_is_served_from_the_cache():
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            system = "You judge products. Facts: price 199, rating 4.5 of 5. " * 2
+            first = await engine.generate(system + "Worth it?")
+            second = await engine.generate(system + "Is it cheap?")
+            assert first.cached_tokens == 0
+            assert second.cached_tokens >= len(system) - engine.config.block_size
+            expected = reference_output(engine.runner.tokenize(system + "Is it cheap?"), 128)
+            assert list(second.token_ids) == expected[: len(second.token_ids)]
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_abort_mid_stream_frees_the_request():
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            stream = engine.submit(
+                "tell me everything", params=SamplingParams(max_tokens=100000 // 200)
+            )
+            first = await stream.__anext__()
+            assert first.finish_reason is None
+            stream.abort()
+            reasons = [d.finish_reason async for d in stream]
+            assert reasons[-1] is FinishReason.ABORT
+            assert stream.completion is not None
+            assert stream.completion.finish_reason is FinishReason.ABORT
+        finally:
+            engine.close()
+        assert_clean(engine)
+
+    asyncio.run(main())
+
+
+def test_unmeetable_deadline_is_refused_at_once():
+    async def main() -> None:
+        engine = make_engine()
+        engine.step_model.overhead_s = 0.01
+        engine.step_model.per_token_s = 0.01
+        try:
+            with pytest.raises(AdmissionRefusedError) as refused:
+                engine.submit("x" * 300, deadline_s=0.2)
+            assert refused.value.reason == "deadline"
+            assert refused.value.estimated_s is not None and refused.value.estimated_s > 0.2
+            ok = await engine.generate(
+                "short", deadline_s=30.0, params=SamplingParams(max_tokens=3)
+            )
+            assert ok.finish_reason is FinishReason.LENGTH
+        finally:
+            engine.close()
+        assert engine.metrics.refusals.labels("deadline")._value.get() == 1
+
+    asyncio.run(main())
+
+
+def test_long_conversation_keeps_system_prompt_and_newest_turns():
+    async def main() -> None:
+        config = EngineConfig(context_size=256, block_size=8, max_batch_tokens=128)
+        engine = make_engine(config)
+        try:
+            messages = [{"role": "system", "content": "FACTS"}]
+            for i in range(20):
+                messages.append({"role": "user", "content": f"old question {i:02d}"})
+                messages.append({"role": "assistant", "content": f"old answer {i:02d}"})
+            messages.append({"role": "user", "content": "NEWEST"})
+            done = await engine.generate(messages=messages, params=SamplingParams(max_tokens=8))
+            assert done.truncated_messages > 0
+            assert done.prompt_tokens + 8 <= 256
+            stream_prompt = engine.chat_template.render(
+                messages[:1] + messages[1 + done.truncated_messages :]
+            )
+            assert done.prompt_tokens == len(stream_prompt)
+            assert "FACTS" in stream_prompt and "NEWEST" in stream_prompt
+            with pytest.raises(PromptTooLongError):
+                engine.submit(messages=[{"role": "user", "content": "x" * 400}])
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+request = st.fixed_dictionaries(
+    {
+        "prefix": st.sampled_from(["", "FACTS-A " * 6, "FACTS-B " * 9]),
+        "tail": st.text(alphabet="abcdef ", min_size=1, max_size=40),
+        "max_tokens": st.integers(1, 12),
+        "priority": st.sampled_from(list(Priority)),
+        "deadline": st.one_of(st.none(), st.floats(0.001, 0.3)),
+        "abort_after": st.one_of(st.none(), st.floats(0.0, 0.05)),
+    }
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(st.lists(request, min_size=30, max_size=50))
+def test_random_traffic_leaves_nothing_behind(requests):
+    """About 1,000 random requests per run (25 examples of 30-50) over a KV small
+    enough to force eviction and preemption, with a step cost that makes deadlines
+    bite."""
+
+    async def main() -> None:
+        config = EngineConfig(
+            context_size=256, block_size=8, max_sequences=6, max_cached_prefixes=6,
+            max_batch_tokens=64, min_prefill_chunk=16,
+        )  # fmt: skip
+        engine = make_engine(config, FakeRunner(n_ctx=256, step_delay_s=(0.0005, 0.0001)))
+        try:
+            streams = []
+            for i, r in enumerate(requests):
+                try:
+                    stream = engine.submit(
+                        r["prefix"] + r["tail"],
+                        params=SamplingParams(max_tokens=r["max_tokens"]),
+                        priority=r["priority"],
+                        deadline_s=r["deadline"],
+                        request_id=f"r{i}",
+                    )
+                except AdmissionRefusedError:
+                    continue
+                streams.append((r, stream))
+
+            async def consume(r, stream) -> None:
+                if r["abort_after"] is not None:
+                    await asyncio.sleep(r["abort_after"])
+                    stream.abort()
+                await stream.collect()
+
+            await asyncio.wait_for(asyncio.gather(*(consume(r, s) for r, s in streams)), timeout=60)
+            for r, stream in streams:
+                done = stream.completion
+                assert done is not None
+                assert done.finish_reason is not FinishReason.ERROR
+                if done.finish_reason is FinishReason.LENGTH:
+                    prompt = engine.runner.tokenize(r["prefix"] + r["tail"])
+                    assert list(done.token_ids) == reference_output(prompt, r["max_tokens"])
+            deadline = time.monotonic() + 5
+            while engine.scheduler.has_work() and time.monotonic() < deadline:
+                await asyncio.sleep(0.001)
+        finally:
+            engine.close()
+        assert_clean(engine)
+
+    asyncio.run(main())
+
+
+def test_refused_request_warms_its_prefix_for_the_next_one():
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            engine.step_model.overhead_s = 0.01
+            engine.step_model.per_token_s = 0.01
+            prompt = "FACTS about product 7. " * 10 + "Worth it?"
+            with pytest.raises(AdmissionRefusedError):
+                engine.submit(prompt, deadline_s=0.3)
+            tokens = engine.runner.tokenize(prompt)
+            for _ in range(500):
+                if engine.blocks.cached_prefix_len(tokens) and not engine.scheduler.has_work():
+                    break
+                await asyncio.sleep(0.002)
+            size = engine.config.block_size
+            assert engine.blocks.cached_prefix_len(tokens) == (len(tokens) - 1) // size * size
+            assert engine.runner.samplers_alive == 0  # type: ignore[attr-defined]
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_deadline_mid_sentence_cuts_the_answer_at_the_last_sentence_end():
+    async def main() -> None:
+        config = EngineConfig(context_size=1024, block_size=8)
+        runner = ScriptedRunner("Ok. " + "and this second sentence just goes on " * 10)
+        runner.step_delay_s = (0.02, 0.0)
+        engine = make_engine(config, runner)
+        try:
+            stream = engine.submit("Why?", params=SamplingParams(max_tokens=400), deadline_s=0.5)
+            streamed = "".join([delta.text async for delta in stream])
+            done = stream.completion
+            assert done is not None and done.finish_reason is FinishReason.DEADLINE
+            assert done.text == "Ok."
+            assert streamed.startswith("Ok.")
+            assert done.e2e_s < 0.6
+        finally:
+            engine.close()
+
+    asyncio.run(main())

@@ -1,0 +1,243 @@
+"""The engine on the real SmolLM2-135M GGUF through llama.cpp.
+
+Oracle: llama-cpp-python's own Llama on the same GGUF. Batching changes llama.cpp's
+floating-point accumulation order (other sequences' KV cells in the attention, batched
+matmul kernels), so a request inside a batch of 8 may pick a different token at a
+near-tie. Measured on this model: 4 of 8 requests bit-identical over 16 greedy tokens,
+and at every first divergence the chosen token's logit was within 0.17 of the argmax
+(teacher-forced on the reference). The test allows 0.5. The prefix cache reuses the very
+same KV cells, and is tested for exact equality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_cpp import Llama
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Completion, Engine
+from worthit.engine.errors import AdmissionRefusedError
+from worthit.engine.sequence import FinishReason, Priority, SamplingParams
+
+from engine_fixtures import model_path
+
+pytestmark = pytest.mark.slow
+__all__ = ["model_path"]  # the fixture, imported for pytest to find
+
+N = 16
+GAP_TOLERANCE = 0.5
+SYSTEM = (
+    "You explain shopping verdicts. Product: Aurora NC700 headphones. Price 199 USD, "
+    "lowest in 90 days 189 USD. Rating 4.4 of 5 from 1,203 reviews. Verdict: worth buying."
+)
+QUESTIONS = [
+    "Is it worth buying?",
+    "值不值得买?",
+    "Should I wait for a sale?",
+    "How is the battery?",
+    "Is the price good?",
+    "Compare it with the cheaper model.",
+    "Any complaints?",
+    "Give me one reason to buy it.",
+]
+
+
+def chat(question: str) -> str:
+    return (
+        f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
+        f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def config(**overrides: object) -> EngineConfig:
+    base: dict[str, object] = {
+        "context_size": 2048,
+        "n_threads": 1,
+        "max_batch_tokens": 512,
+        "min_prefill_chunk": 512,  # whole prompts in one chunk, as the oracle does
+    }
+    base.update(overrides)
+    return EngineConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def reference(model_path: Path) -> Iterator[Llama]:
+    """The oracle, configured as llama-cpp-python is by default (logits of the last
+    token only: asking for all logits changes the kernels and flips near-ties)."""
+    llm = Llama(str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, verbose=False)
+    yield llm
+    llm.close()
+
+
+@pytest.fixture(scope="module")
+def scorer(model_path: Path) -> Iterator[Llama]:
+    """Logits at every position, to measure how near a tie a divergence was."""
+    llm = Llama(
+        str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, logits_all=True, verbose=False
+    )
+    yield llm
+    llm.close()
+
+
+def oracle_tokens(llm: Llama, prompt: str, n: int) -> list[int]:
+    tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    out: list[int] = []
+    for token in llm.generate(tokens, temp=0.0):
+        if token == llm.token_eos() or len(out) == n:
+            break
+        out.append(token)
+    return out
+
+
+def first_tie_gap(llm: Llama, prompt: list[int], output: list[int]) -> float:
+    """Teacher-force output after prompt; the logit gap to the argmax at the first
+    token that is not the reference's argmax (0 when all are)."""
+    llm.reset()
+    llm.eval(prompt + output)
+    scores = np.asarray(llm.scores[: len(prompt) + len(output)])
+    for i, token in enumerate(output):
+        row = scores[len(prompt) - 1 + i]
+        gap = float(row.max() - row[token])
+        if gap > 0:
+            return gap
+    return 0.0
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_greedy_output_equals_llama_create_completion(model_path: Path, reference: Llama):
+    engine = Engine.from_gguf(model_path, config())
+    try:
+        for question in QUESTIONS[:2]:
+            # Both sides compute the whole prompt in one ubatch: a different chunking
+            # (a reused prefix of another length) changes accumulation order.
+            prompt = chat(question)
+            reference.reset()
+            expected = oracle_tokens(reference, prompt, N)
+            reference.reset()
+            text = reference.create_completion(prompt, temperature=0, max_tokens=N)
+            engine.call_in_engine_thread(engine.blocks.clear_cache).result(timeout=10)
+            done = run(engine.generate(prompt, params=SamplingParams(max_tokens=N)))
+            assert isinstance(done, Completion)
+            assert list(done.token_ids) == expected
+            # llama-cpp-python may run past max_tokens to finish a character cut in
+            # half; the engine stops at max_tokens and drops the partial character.
+            assert text["choices"][0]["text"].startswith(done.text)
+            assert len(text["choices"][0]["text"]) - len(done.text) <= 1
+    finally:
+        engine.close()
+
+
+def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llama):
+    engine = Engine.from_gguf(model_path, config())
+
+    async def main() -> tuple[list[Completion], list[Completion], list[Completion]]:
+        solo = []
+        for question in QUESTIONS:
+            await engine.clear_prefix_cache()
+            solo.append(await engine.generate(chat(question), params=SamplingParams(max_tokens=N)))
+        await engine.clear_prefix_cache()
+        batch = await asyncio.gather(
+            *(engine.generate(chat(q), params=SamplingParams(max_tokens=N)) for q in QUESTIONS)
+        )
+        await engine.clear_prefix_cache()
+        await engine.generate(chat(QUESTIONS[0]), params=SamplingParams(max_tokens=1))
+        warm = [
+            await engine.generate(chat(q), params=SamplingParams(max_tokens=N))
+            for q in QUESTIONS[1:4]
+        ]
+        return solo, list(batch), warm
+
+    try:
+        solo, batch, warm = run(main())  # type: ignore[misc]
+    finally:
+        engine.close()
+    identical = 0
+    for question, alone, batched in zip(QUESTIONS, solo, batch, strict=True):
+        if alone.token_ids == batched.token_ids:
+            identical += 1
+            continue
+        prompt = scorer.tokenize(chat(question).encode(), add_bos=False, special=True)
+        assert first_tie_gap(scorer, prompt, list(batched.token_ids)) <= GAP_TOLERANCE
+    assert identical >= 1
+    for question, cached in zip(QUESTIONS[1:4], warm, strict=True):
+        assert cached.cached_tokens >= 48
+        assert cached.token_ids == solo[QUESTIONS.index(question)].token_ids
+
+
+def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path):
+    """Random lengths, classes, deadlines and aborts on the real context; afterwards
+    every llama.cpp sequence id is empty except the cached prefixes, and those go too
+    when the cache is cleared."""
+    cfg = config(context_size=512, max_sequences=6, max_cached_prefixes=4, min_prefill_chunk=32)
+    engine = Engine.from_gguf(model_path, cfg)
+    rnd = random.Random(7)
+
+    async def main() -> list[Completion]:
+        streams = []
+        for i in range(30):
+            question = rnd.choice(QUESTIONS) + " " + "please " * rnd.randint(0, 30)
+            try:
+                stream = engine.submit(
+                    chat(question) if rnd.random() < 0.7 else question,
+                    params=SamplingParams(max_tokens=rnd.randint(1, 4)),
+                    priority=rnd.choice(list(Priority)),
+                    deadline_s=rnd.choice([None, None, 0.05, 0.5, 3.0]),
+                    request_id=f"r{i}",
+                )
+            except AdmissionRefusedError:
+                continue
+            if rnd.random() < 0.2:
+                stream.abort()
+            streams.append(stream)
+            await asyncio.sleep(rnd.random() * 0.02)
+        return [await s.collect() for s in streams]
+
+    try:
+        done = run(main())
+        assert isinstance(done, list)
+        assert all(c.finish_reason is not FinishReason.ERROR for c in done)
+        runner = engine.runner
+
+        def check() -> None:
+            engine.blocks.check()
+            assert not engine.scheduler.running and not engine.scheduler.waiting
+            for seq_id in range(cfg.num_seq_ids):
+                table = engine.blocks.tables.get(seq_id)
+                expected = len(table) * cfg.block_size - 1 if table else -1
+                assert runner.seq_pos_max(seq_id) == expected  # type: ignore[attr-defined]
+            engine.blocks.clear_cache()
+            for seq_id in range(cfg.num_seq_ids):
+                assert runner.seq_pos_max(seq_id) == -1  # type: ignore[attr-defined]
+            assert engine.blocks.used_blocks == 0
+
+        engine.call_in_engine_thread(check).result(timeout=30)
+    finally:
+        engine.close()
+
+
+def test_chat_messages_use_the_gguf_template_and_fit_the_context(model_path: Path):
+    engine = Engine.from_gguf(model_path, config(context_size=256, max_batch_tokens=256,
+                                                 min_prefill_chunk=256))  # fmt: skip
+    assert engine.chat_template.source.startswith("{% for message in messages %}")
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i in range(12):
+        messages.append({"role": "user", "content": f"Earlier question number {i}?"})
+        messages.append({"role": "assistant", "content": f"Earlier answer number {i}."})
+    messages.append({"role": "user", "content": QUESTIONS[0]})
+    try:
+        done = run(engine.generate(messages=messages, params=SamplingParams(max_tokens=8)))
+        assert isinstance(done, Completion)
+        assert done.truncated_messages > 0
+        assert done.prompt_tokens <= 256 - 8
+        assert done.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)
+    finally:
+        engine.close()

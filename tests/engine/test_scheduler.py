@@ -1,0 +1,185 @@
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.sequence import FinishReason, Priority, Status
+
+from engine_fakes import ScriptedRunner, reference_output
+from harness import Harness
+
+# A TPOT target this small makes the prefill budget exactly min_prefill_chunk.
+TINY_T = 1e-6
+
+
+def test_decode_goes_first_and_prefill_is_chunked_to_the_budget():
+    config = EngineConfig(
+        min_prefill_chunk=16, tpot_target_s=TINY_T, block_size=4, max_batch_tokens=20
+    )
+    h = Harness(config)
+    a = h.seq("a", 10)
+    b = h.seq("b", 40)
+    plan, _ = h.step()  # nobody decodes yet: the whole batch goes to prompts
+    assert [(c.seq.request_id, len(c.tokens)) for c in plan.chunks] == [("a", 10), ("b", 10)]
+    plan, _ = h.step()
+    assert plan.n_decode == 1 and plan.chunks[0].seq is a and plan.chunks[0].sample
+    assert [(c.seq.request_id, len(c.tokens)) for c in plan.chunks[1:]] == [("b", 16)]
+    assert not plan.chunks[1].sample
+    h.run()
+    for seq in (a, b):
+        assert seq.finish_reason is FinishReason.LENGTH
+        assert seq.output_tokens == reference_output(seq.prompt_tokens, 4)
+
+
+def test_prefill_budget_is_shared_5_2_1_between_classes():
+    h = Harness(EngineConfig(max_batch_tokens=80, tpot_target_s=TINY_T))
+    h.seq("low", 200, Priority.LOW)
+    h.seq("medium", 200, Priority.MEDIUM)
+    h.seq("high", 200, Priority.HIGH)
+    plan, _ = h.step()
+    assert {c.seq.request_id: len(c.tokens) for c in plan.chunks} == {
+        "high": 50,
+        "medium": 20,
+        "low": 10,
+    }
+
+
+def test_unused_share_goes_to_the_next_class():
+    h = Harness(EngineConfig(max_batch_tokens=80, tpot_target_s=TINY_T))
+    h.seq("low", 200, Priority.LOW)
+    h.seq("medium", 200, Priority.MEDIUM)
+    h.seq("high", 20, Priority.HIGH)
+    plan, _ = h.step()
+    assert {c.seq.request_id: len(c.tokens) for c in plan.chunks} == {
+        "high": 20,
+        "medium": 50,
+        "low": 10,
+    }
+
+
+def test_waiting_order_is_class_then_least_slack():
+    h = Harness(EngineConfig(max_sequences=1, min_prefill_chunk=64, tpot_target_s=TINY_T))
+    h.seq("low", 8, Priority.LOW)
+    h.seq("medium-late", 8, Priority.MEDIUM, deadline=100.0)
+    h.seq("medium-soon", 8, Priority.MEDIUM, deadline=50.0)
+    h.seq("high", 8, Priority.HIGH)
+    order: list[str] = []
+    while h.scheduler.has_work():
+        plan, _ = h.step()
+        for chunk in plan.chunks:
+            if chunk.start == 0:
+                order.append(chunk.seq.request_id)
+    assert order == ["high", "medium-soon", "medium-late", "low"]
+
+
+def test_lowest_class_is_preempted_when_kv_runs_out_and_recomputed_later():
+    config = EngineConfig(
+        context_size=64, block_size=16, max_sequences=2, max_cached_prefixes=4,
+        max_batch_tokens=64, min_prefill_chunk=64, tpot_target_s=1.0,
+    )  # fmt: skip
+    h = Harness(config)
+    low = h.seq("low", 40, Priority.LOW, max_tokens=6)
+    h.step()
+    h.step()
+    assert low.status is Status.RUNNING and len(low.output_tokens) == 2
+    high = h.seq("high", 30, Priority.HIGH, max_tokens=4, base=300)
+    h.run()
+    assert low.preemptions >= 1 and high.preemptions == 0
+    assert h.scheduler.preemptions >= 1
+    assert high.output_tokens == reference_output(high.prompt_tokens, 4)
+    assert low.output_tokens == reference_output(low.prompt_tokens, 6)
+    assert high.timings.last_token is not None and low.timings.last_token is not None
+    assert high.timings.last_token < low.timings.last_token
+
+
+def test_expired_requests_are_never_prefilled():
+    h = Harness(EngineConfig(), per_token_s=0.01)
+    h.now = 10.0
+    gone = h.seq("gone", 8, deadline=9.0)
+    hopeless = h.seq("hopeless", 100, deadline=10.05)  # needs ~1 s of prefill
+    fine = h.seq("fine", 8, deadline=20.0)
+    h.run()
+    assert gone.finish_reason is FinishReason.EXPIRED
+    assert hopeless.finish_reason is FinishReason.EXPIRED
+    assert fine.finish_reason is FinishReason.LENGTH
+    scheduled = {c[0] for step in h.runner.steps for c in step}
+    assert scheduled == {0}  # only "fine" ever reached llama_decode (as sequence id 0)
+    assert h.blocks.tables.keys() <= {0}
+
+
+def test_deadline_stops_at_the_last_sentence_end():
+    runner = ScriptedRunner("Good value. Battery lasts all week. More")
+    h = Harness(EngineConfig(block_size=4), runner=runner)
+    h.step_s = 0.01
+    h.model.step_ewma_s = 0.01
+    seq = h.seq("r", 6, deadline=0.25, max_tokens=64)
+    h.run()
+    assert seq.finish_reason is FinishReason.DEADLINE
+    assert seq.detokenizer.text == "Good value."
+
+
+def test_no_deadline_means_no_deadline_stop():
+    runner = ScriptedRunner("Good value. Battery lasts all week.")
+    h = Harness(EngineConfig(block_size=4), runner=runner)
+    seq = h.seq("r", 6, max_tokens=64)
+    h.run()
+    assert seq.finish_reason is FinishReason.STOP
+    assert seq.detokenizer.text == "Good value. Battery lasts all week."
+
+
+def test_abort_releases_kv_wherever_the_request_is():
+    h = Harness(EngineConfig(min_prefill_chunk=8, tpot_target_s=TINY_T, block_size=4))
+    running = h.seq("running", 6, max_tokens=50)
+    waiting = h.seq("waiting", 30, max_tokens=50)
+    h.step()
+    assert h.scheduler.abort("running") and h.scheduler.abort("waiting")
+    assert {u.seq.request_id for u in h.scheduler.take_ended()} == {"running", "waiting"}
+    assert running.finish_reason is waiting.finish_reason is FinishReason.ABORT
+    assert not h.scheduler.has_work()
+    h.blocks.clear_cache()
+    assert h.runner.kv == {} and h.blocks.used_blocks == 0
+
+
+def _check_kv_accounting(h: Harness) -> None:
+    size = h.blocks.block_size
+    for seq_id, cells in h.runner.kv.items():
+        assert seq_id in h.blocks.tables, f"KV for sequence {seq_id} without a block table"
+        assert len(cells) <= len(h.blocks.tables[seq_id]) * size
+    assert h.runner.used_cells() <= h.blocks.used_blocks * size
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([TINY_T, 0.04, 1.0]))
+def test_block_accounting_never_undercounts_llama_cells(seed, tpot_target):
+    """Random arrivals, shared prefixes and aborts, stepped synchronously: after every
+    step the blocks the manager counts cover every KV cell the fake llama.cpp holds."""
+    rnd = random.Random(seed)
+    config = EngineConfig(
+        context_size=256, block_size=8, max_sequences=6, max_cached_prefixes=6,
+        max_batch_tokens=64, min_prefill_chunk=16, tpot_target_s=tpot_target,
+    )  # fmt: skip
+    h = Harness(config)
+    seqs = []
+    for _ in range(150):
+        if rnd.random() < 0.3 and len(seqs) < 40:
+            prompt_len = rnd.choice([0, 48, 72]) + rnd.randint(1, 40)
+            seqs.append(
+                h.seq(
+                    f"r{len(seqs)}",
+                    prompt_len,
+                    rnd.choice(list(Priority)),
+                    max_tokens=rnd.randint(1, 12),
+                    base=rnd.choice([100, 200]),
+                )
+            )
+        if rnd.random() < 0.05 and seqs and h.scheduler.abort(rnd.choice(seqs).request_id):
+            h.scheduler.take_ended()
+        h.step()
+        _check_kv_accounting(h)
+    h.run()
+    for seq in seqs:
+        if seq.finish_reason is FinishReason.LENGTH:
+            assert seq.output_tokens == reference_output(seq.prompt_tokens, seq.params.max_tokens)
+    h.blocks.clear_cache()
+    assert h.runner.kv == {} and h.blocks.used_blocks == 0

@@ -1,0 +1,165 @@
+"""The OpenAI-compatible API through the official openai SDK and a real uvicorn."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))  # shared fakes and fixtures
+
+import httpx
+import openai
+import pytest
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.server import create_app
+
+from engine_fakes import FakeRunner
+from engine_fixtures import model_path
+from live_server import LiveServer
+
+__all__ = ["model_path"]  # the fixture, imported for pytest to find
+
+QUESTION = [
+    {"role": "system", "content": "Facts: price 199, rating 4.4."},
+    {"role": "user", "content": "Is it worth buying?"},
+]
+
+
+def fake_engine(**overrides: object) -> Engine:
+    settings: dict[str, object] = {"context_size": 1024, "block_size": 8}
+    settings.update(overrides)
+    config = EngineConfig(**settings)  # type: ignore[arg-type]
+    return Engine(FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.0)), config)
+
+
+def client(server: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+
+
+def test_chat_completion_with_usage_and_extensions():
+    engine = fake_engine()
+    with LiveServer(create_app(engine=engine)) as server:
+        api = client(server)
+        reply = api.chat.completions.create(
+            model="fake-model", messages=QUESTION, max_tokens=7, temperature=0,
+            extra_body={"priority": "high", "deadline_ms": 5000},
+        )  # fmt: skip
+        assert reply.choices[0].finish_reason == "length"
+        assert len(reply.choices[0].message.content or "") == 7
+        assert reply.usage is not None and reply.usage.completion_tokens == 7
+        prompt = engine.runner.tokenize(engine.chat_template.render(QUESTION))
+        assert reply.usage.prompt_tokens == len(prompt)
+        assert [m.id for m in api.models.list().data] == ["fake-model"]
+    engine.close()
+
+
+def test_streaming_matches_non_streaming():
+    engine = fake_engine()
+    with LiveServer(create_app(engine=engine)) as server:
+        api = client(server)
+        whole = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12)
+        parts, finish, usage = [], None, None
+        for chunk in api.chat.completions.create(
+            model="m", messages=QUESTION, max_tokens=12, stream=True,
+            stream_options={"include_usage": True},
+        ):  # fmt: skip
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                parts.append(choice.delta.content or "")
+                finish = choice.finish_reason or finish
+        assert "".join(parts) == whole.choices[0].message.content
+        assert finish == "length"
+        assert usage is not None and usage.completion_tokens == 12
+        assert usage.prompt_tokens_details is not None
+        assert usage.prompt_tokens_details.cached_tokens > 0  # same system prompt again
+    engine.close()
+
+
+def test_bad_field_is_a_400_naming_it():
+    engine = fake_engine()
+    with LiveServer(create_app(engine=engine)) as server:
+        api = client(server)
+        with pytest.raises(openai.BadRequestError) as bad:
+            api.chat.completions.create(
+                model="m", messages=QUESTION, extra_body={"priority": "urgent"}
+            )
+        assert bad.value.body is not None and bad.value.body["param"] == "priority"  # type: ignore[index]
+        with pytest.raises(openai.BadRequestError) as bad:
+            api.chat.completions.create(model="m", messages=[{"role": "robot", "content": "x"}])  # type: ignore[list-item]
+        assert "messages.0.role" in str(bad.value)
+    engine.close()
+
+
+def test_unmeetable_deadline_is_refused_without_retry():
+    engine = fake_engine()
+    engine.step_model.overhead_s = 0.05
+    engine.step_model.per_token_s = 0.05
+    with LiveServer(create_app(engine=engine)) as server:
+        api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=2)
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError) as refused:
+            api.chat.completions.create(
+                model="m", messages=QUESTION, extra_body={"deadline_ms": 100}
+            )
+        assert refused.value.status_code == 503
+        assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
+        assert time.monotonic() - started < 2  # no SDK retries with backoff
+    engine.close()
+
+
+def test_client_disconnect_mid_stream_aborts_and_frees_kv():
+    engine = fake_engine()
+    engine.runner.step_delay_s = (0.005, 0.0)  # type: ignore[attr-defined]
+    with LiveServer(create_app(engine=engine)) as server:
+        body = {"model": "m", "messages": QUESTION, "max_tokens": 1000, "stream": True}
+        with httpx.Client(base_url=server.base_url) as http:
+            with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                lines = response.iter_lines()
+                assert next(lines).startswith("data: ")
+                assert next(lines) == ""
+                assert next(lines).startswith("data: ")
+            # leaving the block closes the connection mid-stream
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                health = http.get("/healthz").json()
+                if health["running"] == 0 and health["waiting"] == 0:
+                    break
+                time.sleep(0.02)
+            assert health["running"] == 0 and health["waiting"] == 0
+            metrics = http.get("/metrics").text
+            assert 'worthit_engine_requests_finished_total{finish_reason="abort"} 1.0' in metrics
+    engine.close()
+    assert engine.runner.samplers_alive == 0  # type: ignore[attr-defined]
+    engine.blocks.check()
+    assert set(engine.runner.kv) == set(engine.blocks.tables)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_real_model_through_the_sdk(model_path):
+    config = EngineConfig(context_size=1024, n_threads=1, max_batch_tokens=256)
+    with LiveServer(create_app(config, model_path)) as server:
+        api = client(server)
+        assert [m.id for m in api.models.list().data] == [model_path.name]
+        reply = api.chat.completions.create(
+            model=model_path.name, messages=QUESTION, max_tokens=8, temperature=0
+        )
+        assert reply.usage is not None and 1 <= reply.usage.completion_tokens <= 8
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in api.chat.completions.create(
+                model=model_path.name,
+                messages=QUESTION,
+                max_tokens=8,
+                temperature=0,
+                stream=True,
+            )
+            if c.choices
+        )
+        assert text == reply.choices[0].message.content
+        metrics = httpx.get(server.base_url + "/metrics").text
+        assert "worthit_engine_time_to_first_token_seconds_count" in metrics
+        assert "worthit_engine_prefix_cache_hit_tokens_total" in metrics
