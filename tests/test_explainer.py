@@ -110,6 +110,8 @@ def test_looping_output_is_cut_off() -> None:
     [
         ((" of the price.",), "too_short"),
         ((" Verdict: buy.",), "echoed_prompt"),
+        ((" of the fact that:",), "incomplete"),
+        ((" it's worth it, really.",), "says_nothing"),
         ((" it is not worth buying at all.",), "contradicts_verdict"),
         ((), "too_short"),
     ],

@@ -75,12 +75,12 @@ def test_user_message_carries_verdict_reasons_question_and_language() -> None:
     assert user.startswith("Question: Worth it?\nVerdict: Better to wait.\nBecause: ")
     for reason in verdict.reasons[:2]:
         assert reason.text in user
-    assert user.endswith("in one or two short sentences.")
+    assert user.endswith("one or two friendly sentences for the shopper, keeping the numbers.")
 
     zh = build_messages(make_sheet(), REVIEWS, make_verdict(language="zh"), "值不值得买")
     assert zh[0]["content"].startswith(SYSTEM_PROMPT_ZH + "\n\n")
     assert zh[0]["content"].endswith(facts_block(make_sheet(), REVIEWS))
-    assert "问题：值不值得买" in zh[1]["content"] and "请用中文" in zh[1]["content"]
+    assert "问题：值不值得买" in zh[1]["content"] and "友好的中文" in zh[1]["content"]
 
 
 def test_the_answer_starts_with_the_verdict_headline() -> None:

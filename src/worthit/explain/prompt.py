@@ -100,11 +100,12 @@ def _user_message(verdict: Verdict, question: str, language: str) -> str:
     if language == "zh":
         return (
             f"问题：{asked}\n结论：{headline}。\n理由：{reasons}\n"
-            "请用中文一到两句话告诉购物者结论和主要理由。"
+            "请把结论和理由改写成一到两句友好的中文告诉购物者，保留其中的数字。"
         )
     return (
         f"Question: {asked}\nVerdict: {headline}.\nBecause: {reasons}\n"
-        "Tell the shopper the verdict and the main reason in one or two short sentences."
+        "Rewrite the verdict and its reasons as one or two friendly sentences for the "
+        "shopper, keeping the numbers."
     )
 
 

@@ -13,7 +13,10 @@ from worthit.decide.verdict import VerdictKind
 
 _ECHOES = (
     "one or two short sentences",
+    "one or two friendly sentences",
+    "rewrite the verdict",
     "tell the shopper",
+    "请把结论",
     "the main reason in",
     "verdict:",
     "because:",
@@ -25,6 +28,13 @@ _ECHOES = (
     "facts ",
 )
 _WORDS = re.compile(r"\w+", re.UNICODE)
+_DANGLING = re.compile(
+    r"([:：,，;；(（]|\b(that|of|the|and|because|is|at|to)|(^|[\s:：])\d{1,2}\.)$", re.IGNORECASE
+)
+_TAUTOLOGY = re.compile(
+    r"\b(it'?s|it is) (not )?worth (buying|it)\b|\bthe fact that\s*[:：]?$|because of the price\.?$"
+    r"|\bit'?s a great product\b|值得买，|不值得买。$"
+)
 _RUN = re.compile(r"([^\s\d])\1{4,}")
 _BUY_CLAIMS = re.compile(
     r"(?<!not )(?<!n't )\b(worth buying|buy (it )?now|good deal|great deal)\b|值得买|值得入手"
@@ -35,7 +45,11 @@ _NEGATIVE_CLAIMS = re.compile(
 
 
 def problem(text: str, kind: VerdictKind, min_words: int = 4) -> str | None:
-    """Why the text cannot be shown, or None when it can."""
+    """Why the text (the model's words after the headline) cannot be shown, or None.
+
+    A reason that only restates the verdict ("because it's worth it") or stops mid-
+    sentence says nothing the template would not say better, so it falls back too.
+    """
     lowered = text.lower()
     if any(echo in lowered for echo in _ECHOES):
         return "echoed_prompt"
@@ -45,10 +59,14 @@ def problem(text: str, kind: VerdictKind, min_words: int = 4) -> str | None:
         return "too_short"
     if repetitive(text):
         return "repetitive"
+    if _DANGLING.search(text.rstrip()):
+        return "incomplete"
     if kind is VerdictKind.BUY and _NEGATIVE_CLAIMS.search(lowered):
         return "contradicts_verdict"
     if kind is not VerdictKind.BUY and _BUY_CLAIMS.search(_after_headline(lowered, kind)):
         return "contradicts_verdict"
+    if _TAUTOLOGY.search(lowered):
+        return "says_nothing"
     return None
 
 
