@@ -7,20 +7,17 @@ decision core and the store are all real); tests marked slow run the bundled mod
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-
-from engine_fakes import FakeRunner
-from live_server import LiveServer
-
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.server.service_app import ServiceSettings, create_service_app
+
+from engine_fakes import FakeRunner
+from live_server import LiveServer
 
 
 def fake_engine() -> Engine:

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import LiveServer
-from service_fixtures import keyed_service, market_copy, open_service
 
+from worthit.server.service_app import ServiceSettings, create_service_app
 from worthit.server.tenants import TenantStore
+
+from live_server import LiveServer
+from service_fixtures import fake_engine, keyed_service, market_copy, open_service
 
 __all__ = ["keyed_service", "market_copy", "open_service"]
 
@@ -166,3 +168,56 @@ def test_api_keys_priorities_and_rate_limits(keyed_service: LiveServer, market_c
     fresh_auth = {"Authorization": f"Bearer {fresh}"}
     assert httpx.post(url, json=question, headers=fresh_auth).status_code == 200
     assert httpx.get(keyed_service.base_url + "/readyz").status_code == 200
+
+
+def test_worthit_model_through_the_openai_sdk(open_service: LiveServer) -> None:
+    import openai
+
+    api = openai.OpenAI(base_url=open_service.base_url + "/v1", api_key="demo", max_retries=0)
+    assert "worthit" in [m.id for m in api.models.list().data]
+    question = [{"role": "user", "content": "Is the Aurora NC700 worth buying?"}]
+    reply = api.chat.completions.create(model="worthit", messages=question)  # type: ignore[arg-type]
+    text = reply.choices[0].message.content or ""
+    assert text.startswith("BUY (confidence") and "[S1]" in text
+    assert "all-time low" in text
+    parts = []
+    for chunk in api.chat.completions.create(
+        model="worthit",
+        messages=question,  # type: ignore[arg-type]
+        stream=True,
+    ):
+        parts.extend(choice.delta.content or "" for choice in chunk.choices)
+    streamed = "".join(parts)
+    assert streamed.startswith("BUY (confidence") and "[S1]" in streamed
+    plain = api.chat.completions.create(
+        model="fake-model",
+        messages=question,  # type: ignore[arg-type]
+        max_tokens=5,
+    )
+    assert plain.model == "fake-model" and plain.usage is not None
+
+
+def test_client_disconnect_mid_stream_aborts_the_engine_request(market_copy: Path) -> None:
+    engine = fake_engine()
+    engine.runner.step_delay_s = (0.05, 0.0)  # type: ignore[attr-defined]
+    app = create_service_app(ServiceSettings(db_path=market_copy, auth=False), engine=engine)
+    body = {"question": "Is the Aurora NC700 worth buying?", "max_tokens": 256,
+            "deadline_ms": 30_000}  # fmt: skip
+    with LiveServer(app) as server, httpx.Client(base_url=server.base_url) as http:
+        with http.stream("POST", "/v1/decide", json=body, headers=SSE) as response:
+            first = next(events(response))
+            assert first[0] == "verdict"
+        # leaving the block closed the connection with the explanation still running
+        health = http.get("/healthz").json()
+        for _ in range(200):
+            if health["running"] == 0 and health["waiting"] == 0:
+                break
+            time.sleep(0.05)
+            health = http.get("/healthz").json()
+        assert health["running"] == 0 and health["waiting"] == 0
+        metrics = http.get("/metrics").text
+    engine.close()
+    assert 'worthit_engine_requests_finished_total{finish_reason="abort"} 1.0' in metrics
+    decode_steps = len(engine.runner.steps)  # type: ignore[attr-defined]
+    assert decode_steps < 100, "the request ran on after its client left"
+    engine.blocks.check()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,9 @@ from worthit.engine.sequence import Priority, SamplingParams
 from worthit.server.openai_schema import ChatCompletionRequest
 
 DEFAULT_MAX_TOKENS = 256
+
+ModelRoute = Callable[[ChatCompletionRequest, Request], Awaitable[JSONResponse | StreamingResponse]]
+"""A model id served by something other than plain chat on the engine (`worthit`)."""
 
 
 def error_response(
@@ -95,18 +98,27 @@ def create_app(
         eng: Engine = request.app.state.engine
         return Response(generate_latest(eng.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    app.state.model_routes = {}
+
     @app.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
         eng: Engine = request.app.state.engine
+        ids = [*request.app.state.model_routes, eng.model_id]
         return {
             "object": "list",
-            "data": [{"id": eng.model_id, "object": "model", "created": 0, "owned_by": "worthit"}],
+            "data": [
+                {"id": model_id, "object": "model", "created": 0, "owned_by": "worthit"}
+                for model_id in ids
+            ],
         }
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(
         body: ChatCompletionRequest, request: Request
     ) -> JSONResponse | StreamingResponse:
+        routed: ModelRoute | None = request.app.state.model_routes.get(body.model or "")
+        if routed is not None:
+            return await routed(body, request)
         eng: Engine = request.app.state.engine
         try:
             params = SamplingParams(

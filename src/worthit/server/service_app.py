@@ -30,6 +30,7 @@ from worthit.server.ratelimit import Limits, TenantLimiter
 from worthit.server.services import Services
 from worthit.server.tenants import AuthError, TenantStore
 from worthit.server.timing import ServerTimingMiddleware
+from worthit.server.worthit_chat import MODEL_ID, worthit_chat
 
 STATIC = files("worthit.server") / "static"
 MAX_BODY_BYTES = 64 * 1024
@@ -54,6 +55,7 @@ def create_service_app(settings: ServiceSettings, *, engine: Engine | None = Non
     app.state.services = services
     app.state.tenants = TenantStore(settings.db_path) if settings.auth else None
     app.state.limiter = TenantLimiter()
+    app.state.model_routes[MODEL_ID] = worthit_chat
     app.include_router(decide_router)
     app.include_router(products_router)
     app.add_exception_handler(ProblemError, handle_problem)

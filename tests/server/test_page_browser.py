@@ -1,0 +1,96 @@
+"""The shopper's page in headless Chromium (Debian's, driven by Playwright), on the real
+service with the bundled model: type, pick a product, see the verdict before the text,
+see the text grow. Saves a screenshot to var/test-artifacts/page.png."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worthit.engine.config import EngineConfig
+from worthit.server.service_app import ServiceSettings, create_service_app
+
+from engine_fixtures import model_path
+from live_server import LiveServer
+from service_fixtures import market_copy
+
+__all__ = ["market_copy", "model_path"]
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parents[2] / "var" / "test-artifacts"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+# Records, in page time, when the verdict card was filled and each length the
+# explanation took, so the test can tell "verdict before text" and "text grew".
+RECORDER = """
+window.__seen = {verdictAt: null, lengths: []};
+new MutationObserver(() => {
+  const card = document.getElementById('verdict');
+  if (card && card.dataset.verdict && window.__seen.verdictAt === null) {
+    window.__seen.verdictAt = performance.now();
+  }
+  const text = (document.getElementById('explanation') || {}).textContent || '';
+  const lengths = window.__seen.lengths;
+  if (text.length && (!lengths.length || lengths[lengths.length - 1][1] !== text.length)) {
+    lengths.push([performance.now(), text.length]);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true, attributes: true});
+"""
+
+
+@pytest.fixture
+def live_service(market_copy: Path, model_path: Path) -> Iterator[LiveServer]:
+    settings = ServiceSettings(
+        db_path=market_copy,
+        model_path=model_path,
+        engine_config=EngineConfig(context_size=2048, n_threads=2),
+        auth=False,
+        default_deadline_ms=60_000,
+    )
+    with LiveServer(create_service_app(settings)) as server:
+        yield server
+
+
+def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: `make test` installs it")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 1400})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.add_init_script(RECORDER)
+        page.goto(live_service.base_url + "/")
+        page.fill("#q", "Aurora NC7")
+        option = page.locator("#suggestions li", has_text="Aurora NC700")
+        option.first.wait_for(timeout=20_000)
+        option.first.click()
+        page.wait_for_selector("#verdict[data-verdict='BUY']", timeout=30_000)
+        page.wait_for_function(
+            "document.getElementById('explanation').getAttribute('aria-busy') === 'false'",
+            timeout=120_000,
+        )
+        page.wait_for_selector("#chart svg", timeout=20_000)
+        seen = page.evaluate("window.__seen")
+        page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
+        browser.close()
+    assert not errors
+    assert seen["verdictAt"] is not None and seen["lengths"]
+    first_text_at = seen["lengths"][0][0]
+    assert seen["verdictAt"] <= first_text_at
+    assert len(seen["lengths"]) >= 2, "the explanation should appear in steps, not at once"
