@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from worthit.market.migrations import LATEST_VERSION, MIGRATIONS, SchemaTooNewError, migrate
 from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord, StockRecord
@@ -146,3 +148,18 @@ def test_a_schema_newer_than_this_worthit_is_refused(tmp_path: Path) -> None:
 
 def test_migrations_are_numbered_in_order() -> None:
     assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
+
+
+@pytest.fixture(scope="module")
+def searchable(tmp_path_factory: pytest.TempPathFactory) -> MarketStore:
+    store = MarketStore(tmp_path_factory.mktemp("fuzz") / "m.db")
+    store.apply([NC700])
+    return store
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=40))
+def test_search_and_suggest_take_any_text(searchable: MarketStore, text: str) -> None:
+    """Found by fuzzing the HTTP API: a NUL in the text broke the FTS5 query syntax."""
+    searchable.search(text)
+    searchable.suggest(text)

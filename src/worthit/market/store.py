@@ -401,7 +401,8 @@ class MarketStore:
         Any term matching is the default, for recall when resolving a mention; an
         autocomplete wants `every_term`, so each word typed narrows the list.
         """
-        terms = [t for t in text.replace('"', " ").split() if len(t) >= 3]
+        printable = "".join(ch if ch.isprintable() and ch != '"' else " " for ch in text)
+        terms = [t for t in printable.split() if len(t) >= 3]
         if not terms:
             return []
         query = (" AND " if every_term else " OR ").join(f'"{term}"' for term in terms)
