@@ -1,0 +1,145 @@
+"""The service over HTTP: time to the `verdict` event, to the first token, to `done`,
+at 1, 10, 50 and 100 concurrent shoppers on loopback while the engine is generating.
+
+Starts `worthit serve --demo` in a child process on a free port (the real server, the
+bundled model), then runs closed-loop clients: each sends a question, reads the SSE
+stream to the end, and asks again, for a fixed time per level.
+
+    .venv/bin/python bench/http.py --db var/demo.db --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from worthit.market.store import MarketStore
+
+QUESTIONS = ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[float]],
+              outcomes: collections.Counter[str]) -> None:  # fmt: skip
+    sent = time.perf_counter()
+    first_token = None
+    async with client.stream(
+        "POST", "/v1/decide", json={"question": question},
+        headers={"Accept": "text/event-stream"},
+    ) as response:  # fmt: skip
+        if response.status_code != 200:
+            outcomes[f"http_{response.status_code}"] += 1
+            return
+        event = None
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                now = (time.perf_counter() - sent) * 1000
+                if event == "verdict":
+                    stats["verdict"].append(now)
+                elif event == "token" and first_token is None:
+                    first_token = now
+                    stats["ttft"].append(now)
+                elif event == "done":
+                    stats["e2e"].append(now)
+                    done = json.loads(line[6:])
+                    source = done.get("explanation_source")
+                    outcomes[source if source == "llm" else done.get("fallback_reason", "?")] += 1
+
+
+async def level(base: str, names: list[str], clients: int, seconds: float, seed: int) -> dict:
+    rng = random.Random(seed)
+    weights = [1.0 / (rank + 1) for rank in range(len(names))]
+    stats: dict[str, list[float]] = collections.defaultdict(list)
+    outcomes: collections.Counter[str] = collections.Counter()
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
+
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+
+        async def shopper() -> None:
+            while time.perf_counter() < stop_at:
+                name = rng.choices(names, weights)[0]
+                await one(client, rng.choice(QUESTIONS).format(name=name), stats, outcomes)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(shopper() for _ in range(clients)))
+        elapsed = time.perf_counter() - started
+    completed = len(stats["e2e"])
+    return {
+        "clients": clients,
+        "answers": completed,
+        "answers_per_s": round(completed / elapsed, 2),
+        **{
+            f"{k}_p{p}": round(pct(stats[k], p), 1)
+            for k in ("verdict", "ttft", "e2e")
+            for p in (50, 95, 99)
+        },
+        "e2e_le_800ms": round(sum(v <= 800 for v in stats["e2e"]) / max(1, completed), 3),
+        "outcomes": dict(outcomes.most_common()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="var/demo.db")
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--levels", default="1,10,50,100")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if not Path(args.db).exists():
+        sys.exit(f"no market at {args.db}: run `worthit simulate --db {args.db}` first")
+    store = MarketStore(args.db)
+    names = [hit.title for hit in store.all_names()]
+    store.close()
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", args.db, "--port",
+         str(port), "--threads", str(args.threads)],
+        stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        asyncio.run(level(base, names, 1, 5, 0))  # warm up: calibrate, first prefixes
+        for i, clients in enumerate(int(x) for x in args.levels.split(",")):
+            result = asyncio.run(level(base, names, clients, args.seconds, i + 1))
+            print(json.dumps(result, ensure_ascii=False), flush=True)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
