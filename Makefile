@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DB     ?= var/demo.db
+PORT   ?= 8000
 STAMP  := $(VENV)/.installed
 
 # llama.cpp is compiled by pip. Build for a portable x86-64-v3 CPU instead of -march=native:
@@ -14,7 +15,7 @@ else
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 
-.PHONY: install run test lint typecheck bench clean demo-db
+.PHONY: install run ask test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +26,24 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The service on the embedded default: demo market (built on first run), bundled model,
+# loopback only, API keys off. It prints the URL and a curl example.
 run: $(STAMP)
+	@mkdir -p $(dir $(DB))
+	$(BIN)/worthit serve --demo --db $(DB) --port $(PORT)
+
+# One answer on the command line, no server.
+ask: $(STAMP)
 	@mkdir -p $(dir $(DB))
 	$(BIN)/worthit ask --db $(DB) "Is the Aurora NC700 worth buying?"
 
-test: $(STAMP)
+# The browser test drives Debian's Chromium (Playwright never downloads a browser here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; }
+
+test: $(STAMP) browser
 	$(BIN)/pytest
 
 lint: $(STAMP)
