@@ -5,7 +5,7 @@ Starts `worthit serve --demo` in a child process on a free port (the real server
 bundled model), then runs closed-loop clients: each sends a question, reads the SSE
 stream to the end, and asks again, for a fixed time per level.
 
-    .venv/bin/python bench/http.py --db var/demo.db --seconds 30
+    .venv/bin/python bench/service.py --db var/demo.db --seconds 30
 """
 
 from __future__ import annotations
