@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from worthit.engine.chat import ChatTemplate
 from worthit.engine.model_files import resolve_model_path
 
 DEFAULT_CONTEXT = 2048
@@ -38,14 +39,14 @@ class LlamaStreamer:
             verbose=False,
         )
         self._lock = threading.Lock()
-        self._format = _chat_formatter(self._llama)
+        self._template = _chat_template(self._llama)
 
     @property
     def model_id(self) -> str:
         return self.model_path.name
 
     def render(self, messages: list[dict[str, str]], answer_prefix: str = "") -> str:
-        return str(self._format(messages=messages).prompt) + answer_prefix
+        return self._template.render(messages) + answer_prefix
 
     def stream(
         self,
@@ -77,18 +78,8 @@ class LlamaStreamer:
         return len(self._llama.tokenize(text.encode(), add_bos=False, special=True))
 
 
-def _chat_formatter(llama: Any) -> Any:
-    """The GGUF's own chat template; ChatML when a model ships none."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-    template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+def _chat_template(llama: Any) -> ChatTemplate:
+    """The GGUF's own chat template (the engine's renderer; ChatML when there is none)."""
     eos = llama.detokenize([llama.token_eos()], special=True).decode(errors="ignore")
     bos = llama.detokenize([llama.token_bos()], special=True).decode(errors="ignore")
-    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-
-
-_CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+    return ChatTemplate(llama.metadata.get("tokenizer.chat_template"), bos, eos)

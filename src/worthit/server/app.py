@@ -43,6 +43,15 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def openai_validation_error(exc: RequestValidationError) -> JSONResponse:
+    """A 400 in OpenAI's shape naming the first bad field (what the SDKs expect)."""
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(loc) or None
+    message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid body"
+    return error_response(400, message, "invalid_request_error", param)
+
+
 def create_app(
     engine_config: EngineConfig | None = None,
     model_path: str | Path | None = None,
@@ -76,11 +85,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-        param = ".".join(loc) or None
-        message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid body"
-        return error_response(400, message, "invalid_request_error", param)
+        return openai_validation_error(exc)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, Any]:

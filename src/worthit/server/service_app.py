@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,7 +21,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.sequence import Priority
 from worthit.market.store import MarketStore
-from worthit.server.app import create_app, error_response
+from worthit.server.app import create_app, openai_validation_error
 from worthit.server.decide_api import router as decide_router
 from worthit.server.problems import ProblemError, handle_problem, problem_response
 from worthit.server.products_api import router as products_router
@@ -142,11 +141,7 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     """OpenAI's error shape on the OpenAI-compatible routes, problem details elsewhere."""
     assert isinstance(exc, RequestValidationError)
     if request.url.path.startswith("/v1/chat/"):
-        first: dict[str, Any] = dict(exc.errors()[0]) if exc.errors() else {}
-        loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-        param = ".".join(loc) or None
-        message = f"{param}: {first.get('msg', 'invalid value')}" if param else "invalid body"
-        return error_response(400, message, "invalid_request_error", param)
+        return openai_validation_error(exc)
     errors = [
         {
             "field": ".".join(str(part) for part in error.get("loc", ())),
