@@ -85,7 +85,10 @@ async def level(base: str, names: list[str], clients: int, seconds: float, seed:
         async def shopper() -> None:
             while time.perf_counter() < stop_at:
                 name = rng.choices(names, weights)[0]
-                await one(client, rng.choice(QUESTIONS).format(name=name), stats, outcomes)
+                try:
+                    await one(client, rng.choice(QUESTIONS).format(name=name), stats, outcomes)
+                except httpx.HTTPError as exc:
+                    outcomes[f"transport:{type(exc).__name__}"] += 1
 
         started = time.perf_counter()
         await asyncio.gather(*(shopper() for _ in range(clients)))

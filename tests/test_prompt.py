@@ -57,29 +57,33 @@ def test_facts_block_ignores_everything_that_changes_per_call() -> None:
 
 def test_system_message_is_the_shared_prefix() -> None:
     sheet = make_sheet()
-    one = build_messages(sheet, REVIEWS, make_verdict(), "Is the NC700 worth it?")
-    two = build_messages(
-        sheet, REVIEWS, make_verdict(kind=VerdictKind.BUY), "Should I buy it before Friday?"
-    )
+    verdict = make_verdict()
+    one = build_messages(sheet, REVIEWS, verdict, "Is the NC700 worth it?")
+    two = build_messages(sheet, REVIEWS, verdict, "Should I buy it before Friday?")
     assert [m["role"] for m in one] == ["system", "user"]
     assert one[0]["content"] == two[0]["content"]
-    assert one[0]["content"].startswith(SYSTEM_PROMPT_EN + "\n\n")
+    assert one[0]["content"].startswith(SYSTEM_PROMPT_EN + "\n\n" + facts_block(sheet, REVIEWS))
     assert one[1]["content"] != two[1]["content"]
     newer = make_sheet(version="v8-0c11de", current_price=289.0)
-    assert build_messages(newer, REVIEWS, make_verdict(), "Is it worth it?")[0] != one[0]
+    assert build_messages(newer, REVIEWS, verdict, "Is it worth it?")[0] != one[0]
 
 
-def test_user_message_carries_verdict_reasons_question_and_language() -> None:
+def test_verdict_and_reasons_close_the_prefix_and_the_question_is_all_that_follows() -> None:
     verdict = make_verdict()
-    user = build_messages(make_sheet(), REVIEWS, verdict, "Worth it?")[1]["content"]
-    assert user.startswith("Question: Worth it?\nVerdict: Better to wait.\nBecause: ")
-    for reason in verdict.reasons[:2]:
-        assert reason.text in user
-    assert user.endswith("one or two friendly sentences for the shopper, keeping the numbers.")
+    system, user = (
+        m["content"] for m in build_messages(make_sheet(), REVIEWS, verdict, "Worth it?")
+    )
+    assert system.endswith(
+        "Verdict: Better to wait.\nBecause: " + " ".join(r.text for r in verdict.reasons[:2])
+    )
+    assert user.startswith("Question: Worth it?\n")
+    assert user.endswith("keeping the numbers.")
 
     zh = build_messages(make_sheet(), REVIEWS, make_verdict(language="zh"), "值不值得买")
-    assert zh[0]["content"].startswith(SYSTEM_PROMPT_ZH + "\n\n")
-    assert zh[0]["content"].endswith(facts_block(make_sheet(), REVIEWS))
+    assert zh[0]["content"].startswith(
+        SYSTEM_PROMPT_ZH + "\n\n" + facts_block(make_sheet(), REVIEWS)
+    )
+    assert "结论：建议再等等。" in zh[0]["content"]
     assert "问题：值不值得买" in zh[1]["content"] and "友好的中文" in zh[1]["content"]
 
 
@@ -96,7 +100,7 @@ def test_injected_text_cannot_escape_its_place() -> None:
     )
     system, user = messages[0]["content"], messages[1]["content"]
     assert system.count(REVIEWS_OPEN) == 1 and system.count(REVIEWS_CLOSE) == 1
-    assert system.endswith(REVIEWS_CLOSE)
+    assert system.split(REVIEWS_CLOSE)[1].startswith("\n\nVerdict: ")
     for content in (system, user):
         assert "<|im_" not in content
         assert "system:" not in content.lower()
