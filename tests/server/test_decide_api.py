@@ -221,3 +221,15 @@ def test_client_disconnect_mid_stream_aborts_the_engine_request(market_copy: Pat
     decode_steps = len(engine.runner.steps)  # type: ignore[attr-defined]
     assert decode_steps < 100, "the request ran on after its client left"
     engine.blocks.check()
+
+
+def test_worthit_model_answers_a_ranking_once(open_service: LiveServer) -> None:
+    import openai
+
+    api = openai.OpenAI(base_url=open_service.base_url + "/v1", api_key="demo", max_retries=0)
+    reply = api.chat.completions.create(
+        model="worthit",
+        messages=[{"role": "user", "content": "最近三天销量TOP3的降噪耳机"}],  # type: ignore[list-item]
+    )
+    text = reply.choices[0].message.content or ""
+    assert text.count("第1名") == 1

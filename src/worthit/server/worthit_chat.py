@@ -102,8 +102,9 @@ async def _events(
                 yield item.text, None
             else:
                 explanation = item
-        if explanation is not None and explanation.source == "template":
-            yield explanation.text, None
+        summarised = explanation is not None and explanation.fallback_reason == "summary"
+        if explanation is not None and explanation.source == "template" and not summarised:
+            yield explanation.text, None  # the lead already lists a ranking or a comparison
     verdict.update(explanation_payload(explanation))
     verdict["tokens"] = explanation.tokens if explanation else {}
     verdict["timings_ms"] = {"total": round((time.perf_counter() - started) * 1000, 2)}
