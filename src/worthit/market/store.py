@@ -355,14 +355,6 @@ class MarketStore:
         )
         return [(row[0], int(row[1])) for row in rows]
 
-    def skus_in_category(self, category: str) -> list[str]:
-        rows = (
-            self._conn()
-            .execute("SELECT sku FROM products WHERE category = ? ORDER BY sku", (category,))
-            .fetchall()
-        )
-        return [row[0] for row in rows]
-
     def top_by_sales(
         self, category: str | None, since_day: str, until_day: str, limit: int
     ) -> list[tuple[str, int]]:
@@ -422,9 +414,11 @@ class MarketStore:
         if not skus:
             return {}
         marks = ",".join("?" * len(skus))
-        rows = self._conn().execute(
-            f"SELECT sku, title FROM products WHERE sku IN ({marks})", skus
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(f"SELECT sku, title FROM products WHERE sku IN ({marks})", skus)
+            .fetchall()
+        )
         return {row[0]: row[1] for row in rows}
 
     def suggest(self, text: str, limit: int = 8) -> list[SearchHit]:
@@ -436,12 +430,16 @@ class MarketStore:
         if hits:
             return hits
         pattern = text.replace("\\", "").replace("%", "").replace("_", "")
-        rows = self._conn().execute(
-            "SELECT sku, title, brand, category, aliases FROM products"
-            " WHERE title LIKE ? || '%' OR brand LIKE ? || '%' OR aliases LIKE '%' || ? || '%'"
-            " OR sku = ? ORDER BY sku = ? DESC, length(title), sku LIMIT ?",
-            (pattern, pattern, pattern, text, text, limit),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT sku, title, brand, category, aliases FROM products"
+                " WHERE title LIKE ? || '%' OR brand LIKE ? || '%' OR aliases LIKE '%' || ? || '%'"
+                " OR sku = ? ORDER BY sku = ? DESC, length(title), sku LIMIT ?",
+                (pattern, pattern, pattern, text, text, limit),
+            )
+            .fetchall()
+        )
         return [_hit(row) for row in rows]
 
     def all_names(self) -> list[SearchHit]:
@@ -454,10 +452,6 @@ class MarketStore:
 
     def count_products(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM products").fetchone()[0])
-
-    def latest_input_ms(self) -> int:
-        row = self._conn().execute("SELECT coalesce(max(last_input_ms), 0) FROM products")
-        return int(row.fetchone()[0])
 
 
 def _product(row: tuple[object, ...]) -> Product:
