@@ -7,7 +7,6 @@ adds what shoppers and retailers use on top of it, sharing that one engine.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -16,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
@@ -84,57 +84,79 @@ def create_service_app(settings: ServiceSettings, *, engine: Engine | None = Non
             status_code=200 if ready else 503,
         )
 
-    app.middleware("http")(_guard_requests)
+    app.add_middleware(GuardMiddleware)
     app.add_middleware(ServerTimingMiddleware)
     return app
 
 
-async def _guard_requests(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    """Body size, then the API key and the tenant's limits, before any handler runs."""
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-        return problem_response(
-            413, "Body too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes", "body"
+class GuardMiddleware:
+    """Body size, then the API key and the tenant's limits, before any handler runs.
+
+    Pure ASGI, so a streamed answer passes through untouched (BaseHTTPMiddleware would
+    copy every SSE chunk through an extra task and stream).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refusal = self._refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _refusal(request: Request) -> Response | None:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return problem_response(
+                413,
+                "Body too large",
+                f"request bodies are limited to {MAX_BODY_BYTES} bytes",
+                "body",
+            )
+        path = request.url.path
+        tenants: TenantStore | None = request.app.state.tenants
+        if tenants is None or path == "/" or path.startswith(OPEN_PATHS):
+            return None
+        header = request.headers.get("authorization", "")
+        key = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not key:
+            return problem_response(
+                401,
+                "Unauthorized",
+                "send an API key as 'Authorization: Bearer <key>'",
+                "authorization",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            tenant = tenants.authenticate(key)
+        except AuthError as exc:
+            title = "Unauthorized" if exc.status == 401 else "Forbidden"
+            return problem_response(exc.status, title, str(exc), "authorization")
+        limiter: TenantLimiter = request.app.state.limiter
+        admission = limiter.admit(
+            tenant.name,
+            Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute),
+            LLM_TOKENS_PER_REQUEST if request.method == "POST" else 0,
         )
-    path = request.url.path
-    tenants: TenantStore | None = request.app.state.tenants
-    if tenants is None or path == "/" or path.startswith(OPEN_PATHS):
-        return await call_next(request)
-    header = request.headers.get("authorization", "")
-    key = header[7:].strip() if header.lower().startswith("bearer ") else ""
-    if not key:
-        return problem_response(
-            401,
-            "Unauthorized",
-            "send an API key as 'Authorization: Bearer <key>'",
-            "authorization",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    try:
-        tenant = tenants.authenticate(key)
-    except AuthError as exc:
-        return problem_response(exc.status, "Unauthorized" if exc.status == 401 else "Forbidden",
-                                str(exc), "authorization")  # fmt: skip
-    limiter: TenantLimiter = request.app.state.limiter
-    admission = limiter.admit(
-        tenant.name,
-        Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute),
-        LLM_TOKENS_PER_REQUEST if request.method == "POST" else 0,
-    )
-    if not admission.allowed:
-        retry = admission.retry_after_header
-        return problem_response(
-            429,
-            "Too many requests",
-            f"tenant {tenant.name!r} is over its {admission.limited_by} limit",
-            "authorization",
-            headers={"Retry-After": retry} if retry else None,
-        )
-    request.state.tenant = tenant
-    request.state.priority = Priority[tenant.priority.name]
-    return await call_next(request)
+        if not admission.allowed:
+            retry = admission.retry_after_header
+            return problem_response(
+                429,
+                "Too many requests",
+                f"tenant {tenant.name!r} is over its {admission.limited_by} limit",
+                "authorization",
+                headers={"Retry-After": retry} if retry else None,
+            )
+        request.state.tenant = tenant
+        request.state.priority = Priority[tenant.priority.name]
+        return None
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
