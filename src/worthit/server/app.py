@@ -184,40 +184,44 @@ def create_app(
     return app
 
 
+def chat_chunk(
+    completion_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, str] | None,
+    finish: str | None = None,
+    **extra: Any,
+) -> str:
+    """One `chat.completion.chunk` SSE line; `delta=None` sends no choices (the usage chunk)."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    data = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        **extra,
+    }
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
 async def _sse(
     stream: RequestStream, completion_id: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[str]:
     """Chunks as OpenAI streams them. If the client disconnects, Starlette cancels this
     generator and the finally clause aborts the request, which frees its KV."""
-
-    def chunk(delta: dict[str, str], finish: str | None) -> str:
-        data = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
-
     try:
-        yield chunk({"role": "assistant", "content": ""}, None)
+        yield chat_chunk(completion_id, created, model, {"role": "assistant", "content": ""})
         async for delta in stream:
             finish = delta.finish_reason.value if delta.finish_reason else None
             if delta.text or finish:
-                yield chunk({"content": delta.text} if delta.text else {}, finish)
+                content = {"content": delta.text} if delta.text else {}
+                yield chat_chunk(completion_id, created, model, content, finish)
         done = stream.completion
         if include_usage and done is not None:
-            usage = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": _usage(done),
-                "worthit": _extras(done),
-            }
-            yield f"data: {json.dumps(usage)}\n\n"
+            yield chat_chunk(
+                completion_id, created, model, None, usage=_usage(done), worthit=_extras(done)
+            )
         yield "data: [DONE]\n\n"
     finally:
         stream.abort()

@@ -7,7 +7,6 @@ an OpenAI client gets the same grounded answer as /v1/decide, in chat form.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -22,7 +21,7 @@ from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta, Explanation
 from worthit.explain.prompt import REVIEWS_IN_PROMPT
-from worthit.server.app import error_response
+from worthit.server.app import chat_chunk, error_response
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.services import Services
 
@@ -141,15 +140,7 @@ async def _chunks(
     events: AsyncIterator[tuple[str, dict[str, Any] | None]], completion_id: str, created: int
 ) -> AsyncIterator[str]:
     def chunk(delta: dict[str, str], finish: str | None, **extra: Any) -> str:
-        data = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": MODEL_ID,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            **extra,
-        }
-        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+        return chat_chunk(completion_id, created, MODEL_ID, delta, finish, **extra)
 
     yield chunk({"role": "assistant", "content": ""}, None)
     async for text, final in events:
