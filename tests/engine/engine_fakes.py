@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 import time
 from collections.abc import Sequence
 
@@ -147,3 +148,23 @@ class ScriptedRunner(FakeRunner):
         seq_id = next(s for s, c in self.kv.items() if c is cells)
         i = len(cells) - self.prompt_len[seq_id]
         return self.script[i] if i < len(self.script) else EOG
+
+
+class GatedRunner(FakeRunner):
+    """Holds every step after the first one that samples a token until ``release()``, so a
+    test can act between two steps without racing the worker thread."""
+
+    def __init__(self, n_ctx: int = 4096) -> None:
+        super().__init__(n_ctx=n_ctx)
+        self.sampled = False
+        self.gate = threading.Event()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def step(self, chunks: Sequence[Chunk]) -> dict[int, int]:
+        if self.sampled:
+            assert self.gate.wait(10), "test never released the runner"
+        out = super().step(chunks)
+        self.sampled = self.sampled or bool(out)
+        return out

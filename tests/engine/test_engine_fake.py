@@ -15,7 +15,7 @@ from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError, PromptTooLongError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
 
-from engine_fakes import FakeRunner, ScriptedRunner, reference_output
+from engine_fakes import FakeRunner, GatedRunner, ScriptedRunner, reference_output
 
 
 def make_engine(config: EngineConfig | None = None, runner: FakeRunner | None = None) -> Engine:
@@ -87,14 +87,15 @@ def test_same_prefix_is_served_from_the_cache():
 
 def test_abort_mid_stream_frees_the_request():
     async def main() -> None:
-        engine = make_engine()
+        config = EngineConfig(context_size=1024, block_size=8)
+        runner = GatedRunner(n_ctx=config.context_size)
+        engine = make_engine(config, runner)
         try:
-            stream = engine.submit(
-                "tell me everything", params=SamplingParams(max_tokens=100000 // 200)
-            )
+            stream = engine.submit("tell me everything", params=SamplingParams(max_tokens=500))
             first = await stream.__anext__()
             assert first.finish_reason is None
             stream.abort()
+            runner.release()
             reasons = [d.finish_reason async for d in stream]
             assert reasons[-1] is FinishReason.ABORT
             assert stream.completion is not None
