@@ -20,6 +20,7 @@ class Harness:
         overhead_s: float = 0.001,
         per_token_s: float = 0.001,
         freeze: bool = True,
+        timed: bool = False,
     ) -> None:
         self.config = config
         self.runner = runner or FakeRunner(n_ctx=config.context_size)
@@ -31,6 +32,9 @@ class Harness:
             self.model.observe = lambda *args, **kwargs: None  # type: ignore[method-assign]
         self.scheduler = Scheduler(config, self.blocks, self.model, self.runner.is_eog)
         self.step_s = overhead_s
+        self.timed = timed
+        """Advance the clock by the model's predicted cost of each step's tokens (with a
+        frozen model: exactly what the scheduler planned with)."""
         self.now = 0.0
         self.finished: list[Sequence] = []
 
@@ -42,6 +46,7 @@ class Harness:
         deadline: float | None = None,
         max_tokens: int = 4,
         base: int = 100,
+        required_tokens: int = 1,
     ) -> Sequence:
         seq = Sequence(
             request_id=rid,
@@ -52,6 +57,7 @@ class Harness:
             detokenizer=Detokenizer(self.runner.piece),
             timings=Timings(arrival=self.now),
             max_total_tokens=self.config.num_blocks * self.config.block_size,
+            required_tokens=required_tokens,
         )
         self.scheduler.add(seq)
         return seq
@@ -61,8 +67,9 @@ class Harness:
         updates = self.scheduler.take_ended()
         if plan.chunks:
             sampled = self.runner.step(plan.chunks)
-            self.now += self.step_s
-            updates += self.scheduler.postprocess(plan, sampled, self.step_s, self.now)
+            step_s = self.model.predict(plan.num_tokens) if self.timed else self.step_s
+            self.now += step_s
+            updates += self.scheduler.postprocess(plan, sampled, step_s, self.now)
         self.finished += [u.seq for u in updates if u.seq.is_finished]
         self.blocks.check()
         return plan, updates

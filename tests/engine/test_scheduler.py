@@ -119,6 +119,48 @@ def test_deadline_stops_at_the_last_sentence_end():
     assert seq.detokenizer.text == "Good value."
 
 
+def _deferral_run(required: int) -> tuple[Harness, dict[str, float], dict[str, int]]:
+    """A request owed 40 tokens by t=1.0 s is running when a second one arrives; each
+    step costs 10 ms + 10 ms per token. Returns finish times and tokens per request."""
+    h = Harness(EngineConfig(block_size=4, tpot_target_s=1.0), overhead_s=0.01,
+                per_token_s=0.01, timed=True)  # fmt: skip
+    first = h.seq("first", 4, deadline=1.0, max_tokens=40, required_tokens=required)
+    h.step()
+    second = h.seq("second", 4, deadline=5.0, max_tokens=20, required_tokens=1)
+    joined_at: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    while h.scheduler.has_work():
+        plan, updates = h.step()
+        for chunk in plan.chunks:
+            joined_at.setdefault(chunk.seq.request_id, h.now)
+        for u in updates:
+            if u.seq.is_finished:
+                ended[u.seq.request_id] = h.now
+    assert second.finish_reason is FinishReason.LENGTH
+    tokens = {"first": len(first.output_tokens), "second": len(second.output_tokens)}
+    return h, {"first_end": ended["first"], "second_join": joined_at["second"]}, tokens
+
+
+def test_a_request_owed_its_whole_answer_is_not_slowed_past_its_deadline():
+    # Alone, "first" takes 20 ms a token: 40 tokens in 0.8 s. Joined at once by
+    # "second" it would take 30 ms a token: 1.2 s, late. So "second" waits until
+    # first's remaining tokens can afford the slower steps.
+    h, times, tokens = _deferral_run(required=40)
+    assert h.finished[0].request_id == "first"
+    assert h.finished[0].finish_reason is FinishReason.LENGTH
+    assert tokens == {"first": 40, "second": 20}
+    assert times["first_end"] <= 1.0
+    assert times["second_join"] > 0.3
+
+
+def test_a_request_owed_one_sentence_lets_others_join_at_once():
+    h, times, tokens = _deferral_run(required=12)
+    assert times["second_join"] < 0.12  # the first step after it arrived (at 0.05)
+    first = next(seq for seq in h.finished if seq.request_id == "first")
+    assert first.finish_reason is FinishReason.DEADLINE  # cut at a sentence end, in time
+    assert 12 <= tokens["first"] < 40 and times["first_end"] <= 1.0
+
+
 def test_no_deadline_means_no_deadline_stop():
     runner = ScriptedRunner("Good value. Battery lasts all week.")
     h = Harness(EngineConfig(block_size=4), runner=runner)

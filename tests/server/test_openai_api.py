@@ -100,14 +100,34 @@ def test_unmeetable_deadline_is_refused_without_retry():
     engine.step_model.per_token_s = 0.05
     with LiveServer(create_app(engine=engine)) as server:
         api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=2)
-        started = time.monotonic()
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
                 model="m", messages=QUESTION, extra_body={"deadline_ms": 100}
             )
         assert refused.value.status_code == 503
         assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
-        assert time.monotonic() - started < 2  # no SDK retries with backoff
+        # the SDK saw x-should-retry: false and asked once
+        assert engine.metrics.refusals.labels("deadline")._value.get() == 1
+    engine.close()
+
+
+def test_deadline_policy_complete_needs_every_token_to_fit():
+    engine = fake_engine()
+    engine.step_model.overhead_s = 0.005
+    engine.step_model.per_token_s = 0.005  # ~10 ms a token: 50 tokens need ~0.5 s
+    with LiveServer(create_app(engine=engine)) as server:
+        api = client(server)
+        with pytest.raises(openai.InternalServerError) as refused:
+            api.chat.completions.create(
+                model="m", messages=QUESTION, max_tokens=50, extra_body={"deadline_ms": 300}
+            )
+        assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
+        reply = api.chat.completions.create(
+            model="m", messages=QUESTION, max_tokens=50,
+            extra_body={"deadline_ms": 300, "deadline_policy": "sentence"},
+        )  # fmt: skip
+        assert reply.choices[0].finish_reason in ("length", "stop", "deadline")
+        assert reply.choices[0].message.content
     engine.close()
 
 

@@ -49,6 +49,10 @@ class EngineConfig:
     """Tokens a request must be able to produce before its deadline to be admitted:
     about one short sentence, the least explanation worth streaming."""
 
+    deadline_margin: float = 0.9
+    """Share of a request's remaining time the step budget may plan with; the rest
+    absorbs step times above the fitted prediction."""
+
     default_deadline_s: float | None = None
     """Deadline applied to requests that bring none (the server-wide latency
     objective); None means requests without a deadline are never refused for time."""
@@ -85,6 +89,8 @@ class EngineConfig:
             raise ValueError("min_prefill_chunk and block_size must be positive")
         if self.tpot_target_s <= 0:
             raise ValueError("tpot_target_s must be positive")
+        if not 0 < self.deadline_margin <= 1:
+            raise ValueError("deadline_margin must be in (0, 1]")
 
     @property
     def num_blocks(self) -> int:

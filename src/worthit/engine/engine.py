@@ -32,6 +32,7 @@ from worthit.engine.metrics import EngineMetrics
 from worthit.engine.runner import LlamaRunner, Runner
 from worthit.engine.scheduler import Chunk, Scheduler, Update
 from worthit.engine.sequence import (
+    DeadlinePolicy,
     FinishReason,
     Priority,
     SamplingParams,
@@ -226,14 +227,16 @@ class Engine:
         deadline_s: float | None = None,
         request_id: str | None = None,
         answer_prefix: str = "",
+        deadline_policy: DeadlinePolicy = DeadlinePolicy.SENTENCE,
     ) -> RequestStream:
         """Queue a request; call from a running event loop.
 
         Give either a raw ``prompt`` (text or token ids) or chat ``messages`` (rendered
         with the GGUF's template, then ``answer_prefix`` appended as the start of the
         assistant's answer). ``deadline_s`` is relative to now; without it the config's
-        default deadline applies. Raises AdmissionRefusedError when the deadline cannot
-        be met or the queue is full, PromptTooLongError when the prompt cannot fit.
+        default deadline applies, and ``deadline_policy`` says what it promises.
+        Raises AdmissionRefusedError when the deadline cannot be met or the queue is
+        full, PromptTooLongError when the prompt cannot fit.
         """
         if self._closing:
             raise EngineClosedError("engine is closed")
@@ -255,6 +258,11 @@ class Engine:
             timings=Timings(arrival=now),
             truncated_messages=dropped,
             max_total_tokens=limit,
+            required_tokens=(
+                params.max_tokens
+                if deadline_policy is DeadlinePolicy.COMPLETE
+                else min(params.max_tokens, self.config.min_output_tokens)
+            ),
         )
         seq.cached_hint = self.blocks.cached_prefix_len(tokens)
         try:

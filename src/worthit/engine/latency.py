@@ -96,11 +96,14 @@ class BatchWindow:
         self.hi = hi
         self.size = hi
 
-    def update(self) -> int:
-        fitted = self._model.tokens_within(self.target_s)
+    def update(self, target_s: float | None = None) -> int:
+        """One step of the control law; target_s overrides the TPOT target for this
+        step (the scheduler passes its deadline-derived step budget)."""
+        target = self.target_s if target_s is None else target_s
+        fitted = self._model.tokens_within(target)
         goal = min(self.hi, max(self.lo, fitted))
         if self.size < goal:
             self.size += 1
-        elif self.size > goal or self._model.decode_step_ewma_s > self.target_s * 1.25:
+        elif self.size > goal or self._model.decode_step_ewma_s > target * 1.25:
             self.size = max(self.lo, self.size - 1)
         return self.size

@@ -11,7 +11,11 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
    shared between classes with pending prefill by weights 5/2/1, and inside a class by
    least slack to the deadline.
 4. Waiting requests join the running set while it is smaller than the adaptive batch
-   window; each joins with its longest cached prefix already in its KV.
+   window and the predicted step time still keeps every running deadline (the step
+   budget: the TPOT target, lowered to the tightest ``time left / tokens owed``); each
+   joins with its longest cached prefix already in its KV. A request that cannot join
+   in time expires without being computed: overload defers or sheds, it does not make
+   every answer late.
 5. When KV blocks run out, cached prefixes are evicted first (LRU); then the running
    sequence of the lowest class (most slack) is preempted, its KV kept as a cached
    prefix so that its recompute later is mostly a cache hit.
@@ -77,6 +81,10 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.preemptions = 0
         self._ended: list[Update] = []
+        self.deadline_budget_s = math.inf
+        self.tpot_budget_s = config.tpot_target_s
+        """This step's time budget: the TPOT target, lowered by the running deadlines
+        (_deadline_budget); the batch window and the prefill share obey it."""
         self.queued_prefill: list[int] = [0, 0, 0]
         """Prefill tokens pending per class, published for admission estimates."""
 
@@ -112,7 +120,7 @@ class Scheduler:
         if n_running == 0:
             fit_idle = self.model.tokens_within(self.config.max_step_s)
             return min(self.config.max_batch_tokens, max(self.config.min_prefill_chunk, fit_idle))
-        fit = self.model.tokens_within(self.config.tpot_target_s) - n_running
+        fit = self.model.tokens_within(self.tpot_budget_s) - n_running
         return max(
             self.config.min_prefill_chunk, min(fit, self.config.max_batch_tokens - n_running)
         )
@@ -136,8 +144,34 @@ class Scheduler:
         in seconds. queued: seq is already counted in the published queue."""
         own = seq.pending if queued else 0
         first = self.estimate_first_token_s(uncached_tokens, seq.priority, own)
-        total = first + self.config.min_output_tokens * self.model.tpot_s(len(self.running))
+        total = first + seq.required_tokens * self.model.tpot_s(len(self.running))
         return (seq.deadline is None or now + total <= seq.deadline), total
+
+    def _deadline_budget(self, now: float) -> float:
+        """The step time every running deadline can still afford: the tightest ``time
+        left / tokens owed`` of a running request (with the config's margin), so a
+        request promised N tokens by its deadline is not slowed past it by the ones
+        that join after it. Infinite when no running request is owed anything."""
+        budget = math.inf
+        for seq in self.running:
+            owed = seq.tokens_owed()
+            if seq.deadline is not None and owed > 0:
+                budget = min(budget, self.config.deadline_margin * (seq.deadline - now) / owed)
+        return budget
+
+    def _can_join(self, seq: Sequence, now: float) -> bool:
+        """Whether seq may start decoding beside the running set without making any of
+        them (or itself) miss its deadline at the predicted step time. The first one
+        always may: alone it runs as fast as the engine can."""
+        if not self.running:
+            return True
+        budget = self.deadline_budget_s
+        owed = seq.tokens_owed()
+        if seq.deadline is not None and owed > 0:
+            prefill = self.estimate_first_token_s(seq.pending, seq.priority, seq.pending)
+            own = self.config.deadline_margin * (seq.deadline - now - prefill) / owed
+            budget = min(budget, own)
+        return self.model.tpot_s(len(self.running)) <= budget
 
     # -- one step ----------------------------------------------------------------
 
@@ -145,7 +179,9 @@ class Scheduler:
         self._expire(now)
         plan = StepPlan()
         scheduled: set[int] = set()
-        self.window.update()
+        self.deadline_budget_s = self._deadline_budget(now)
+        self.tpot_budget_s = min(self.config.tpot_target_s, self.deadline_budget_s)
+        self.window.update(self.tpot_budget_s)
 
         for seq in sorted(
             (s for s in self.running if s.pending == 1), key=lambda s: s.sort_key(now)
@@ -239,11 +275,12 @@ class Scheduler:
         assert seq.deadline is not None
         remaining = seq.deadline - now
         tpot = self.model.step_ewma_s
+        left = seq.params.max_tokens - len(seq.output_tokens)
         if seq.detokenizer.at_sentence_end():
             sentence = len(seq.output_tokens) - seq.sentence_mark
             seq.sentence_mark = len(seq.output_tokens)
             self.model.observe_sentence(sentence)
-            if remaining < self.model.sentence_tokens * tpot:
+            if remaining < min(self.model.sentence_tokens, left) * tpot:
                 return FinishReason.DEADLINE
         elif remaining < tpot:
             return FinishReason.DEADLINE
@@ -275,6 +312,8 @@ class Scheduler:
         self.waiting.sort(key=lambda s: s.sort_key(now))
         while room > 0 and self.waiting:
             seq = self.waiting[0]
+            if not self._can_join(seq, now):
+                return
             got = self.blocks.admit(seq.tokens(0, seq.num_tokens))
             if got is None:
                 return

@@ -45,6 +45,20 @@ class FinishReason(enum.StrEnum):
     ERROR = "error"
 
 
+class DeadlinePolicy(enum.StrEnum):
+    """What a deadline promises the caller.
+
+    ``sentence``: admit when one short sentence fits, stream, and stop at the last
+    sentence end that fits (the explanation flow: a shorter answer is still an answer).
+    ``complete``: admit only when the whole answer (``max_tokens``) is expected to fit,
+    and hold the batch so running answers keep that promise (an API client that asked
+    for N tokens by a deadline); the sentence stop stays as a safety net.
+    """
+
+    SENTENCE = "sentence"
+    COMPLETE = "complete"
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to pick tokens. temperature 0 means greedy (argmax), the oracle's mode."""
@@ -112,6 +126,12 @@ class Sequence:
     """Set on the engine's own prefix-warming requests."""
     emitted_at: float | None = None
     """When the last token was handed to the caller, for inter-token latency."""
+    required_tokens: int = 1
+    """Output tokens the deadline must leave room for (see DeadlinePolicy)."""
+
+    def tokens_owed(self) -> int:
+        """Output tokens still needed before the deadline promise is kept."""
+        return max(0, self.required_tokens - len(self.output_tokens))
 
     @property
     def num_tokens(self) -> int:

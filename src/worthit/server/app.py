@@ -1,9 +1,10 @@
 """The OpenAI-compatible HTTP API over the engine.
 
 The same protocol as the anchors (llama-server, ``python -m llama_cpp.server``), so one
-benchmark client measures all three. worthit adds two request fields: ``priority``
-(high/medium/low) and ``deadline_ms``; a request the engine cannot serve before its
-deadline is refused at once with HTTP 503, ``code: "deadline_unmeetable"`` and
+benchmark client measures all three. worthit adds three request fields: ``priority``
+(high/medium/low), ``deadline_ms`` and ``deadline_policy`` ("complete", the default:
+all of max_tokens by the deadline; or "sentence"); a request the engine cannot serve
+before its deadline is refused at once with HTTP 503, ``code: "deadline_unmeetable"`` and
 ``x-should-retry: false`` (the OpenAI SDK would otherwise retry it, late).
 """
 
@@ -25,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Completion, Engine, RequestStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
-from worthit.engine.sequence import Priority, SamplingParams
+from worthit.engine.sequence import DeadlinePolicy, Priority, SamplingParams
 from worthit.server.openai_schema import ChatCompletionRequest
 
 DEFAULT_MAX_TOKENS = 256
@@ -139,6 +140,7 @@ def create_app(
                 params=params,
                 priority=Priority[body.priority.upper()],
                 deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
+                deadline_policy=DeadlinePolicy(body.deadline_policy),
             )
         except AdmissionRefusedError as exc:
             code = "deadline_unmeetable" if exc.reason == "deadline" else exc.reason

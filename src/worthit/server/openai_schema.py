@@ -42,6 +42,10 @@ class ChatCompletionRequest(BaseModel):
     n: int = Field(default=1, ge=1, le=1)
     priority: Literal["high", "medium", "low"] = "medium"
     deadline_ms: int | None = Field(default=None, ge=1)
+    deadline_policy: Literal["complete", "sentence"] = "complete"
+    """complete: admitted only when max_tokens are expected by the deadline; sentence:
+    admitted when a first sentence fits, stopped at a sentence end (finish_reason
+    "deadline")."""
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
