@@ -193,6 +193,43 @@ async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str
         return list(await asyncio.gather(*jobs))
 
 
+async def single_stream(port: int, args: argparse.Namespace) -> dict[str, float | None]:
+    """One request at a time on an idle server: TTFT of a product prompt never seen
+    (cold), of the same product with another question (warm: the facts prefix is
+    cached), and the time per output token of a long answer (decode speed)."""
+    limits = httpx.Limits(max_connections=4)
+    cold, warm, tpot = [], [], []
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits
+    ) as client:
+
+        async def ask(product: int, question: str, max_tokens: int) -> Result:
+            body = {
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": product_prompt(product)},
+                    {"role": "user", "content": question},
+                ],
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "stream": True,
+            }
+            return await one_request(client, body, time.monotonic())
+
+        for trial in range(args.single_trials):
+            product = 10_000 + trial  # never part of the Poisson phase
+            first = await ask(product, QUESTIONS[0], 4)
+            second = await ask(product, QUESTIONS[1], 4)
+            long = await ask(product, "Write a long, detailed review of it.", 128)
+            if first.ttft is not None and second.ttft is not None:
+                cold.append(first.ttft)
+                warm.append(second.ttft)
+            if long.ttft is not None and long.e2e is not None and long.tokens > 16:
+                tpot.append((long.e2e - long.ttft) / (long.tokens - 1))
+    ms = lambda v: round(statistics.median(v) * 1000, 1) if v else None  # noqa: E731
+    return {"cold_ttft_ms": ms(cold), "warm_ttft_ms": ms(warm), "decode_tpot_ms": ms(tpot)}
+
+
 def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -258,6 +295,8 @@ def main() -> None:
     parser.add_argument("--anchor-pythonpath", default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="write all results as JSON here")
+    parser.add_argument("--single-trials", type=int, default=5,
+                        help="cold/warm TTFT and decode-speed trials before the sweep")  # fmt: skip
     args = parser.parse_args()
     model = resolve_model_path(args.model)
     rates = [float(r) for r in args.rates.split(",")]
@@ -266,6 +305,10 @@ def main() -> None:
         port = free_port()
         proc = start_target(target, args, model, port)
         try:
+            if args.single_trials:
+                single = asyncio.run(single_stream(port, args))
+                report.setdefault(target, {})["single"] = single
+                print(json.dumps({"target": target, "single_stream": single}), flush=True)
             for rate in rates:
                 results = asyncio.run(run_rate(port, rate, args, target))
                 summary = summarise(results, args.duration)
@@ -279,8 +322,9 @@ def main() -> None:
             proc.wait(timeout=30)
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "report": report}, indent=2))
-    print(json.dumps({"best_goodput": {t: max(s["goodput_rps"] for s in r.values())  # type: ignore[type-var]
-                                       for t, r in report.items()}}))  # fmt: skip
+    best = {t: max(s["goodput_rps"] for k, s in r.items() if k != "single")  # type: ignore[type-var]
+            for t, r in report.items()}  # fmt: skip
+    print(json.dumps({"best_goodput": best}))
 
 
 if __name__ == "__main__":

@@ -154,16 +154,22 @@ class GatedRunner(FakeRunner):
     """Holds every step after the first one that samples a token until ``release()``, so a
     test can act between two steps without racing the worker thread."""
 
-    def __init__(self, n_ctx: int = 4096) -> None:
+    def __init__(self, n_ctx: int = 4096, armed: bool = True) -> None:
         super().__init__(n_ctx=n_ctx)
+        self.armed = armed
         self.sampled = False
         self.gate = threading.Event()
+
+    def arm(self) -> None:
+        """Hold the steps after the next one that samples."""
+        self.sampled = False
+        self.armed = True
 
     def release(self) -> None:
         self.gate.set()
 
     def step(self, chunks: Sequence[Chunk]) -> dict[int, int]:
-        if self.sampled:
+        if self.armed and self.sampled:
             assert self.gate.wait(10), "test never released the runner"
         out = super().step(chunks)
         self.sampled = self.sampled or bool(out)

@@ -263,3 +263,40 @@ def test_deadline_mid_sentence_cuts_the_answer_at_the_last_sentence_end():
             engine.close()
 
     asyncio.run(main())
+
+
+def test_engine_driven_on_a_thread_it_did_not_start():
+    """What `worthit serve` does (the engine on the main thread, the event loop on
+    another): requests stream, and stop() ends the loop with unfinished ones aborted."""
+    import threading
+
+    runner = GatedRunner(n_ctx=1024, armed=False)
+    engine = Engine(runner, EngineConfig(context_size=1024, block_size=8))
+    claimed = threading.Event()
+
+    def drive() -> None:
+        engine.claim_current_thread()
+        claimed.set()
+        engine.run_here()
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    assert claimed.wait(10)
+
+    async def main() -> tuple[str, FinishReason | None]:
+        engine.start()  # a no-op: the app's lifespan calls it on an engine it was given
+        done = await engine.generate("question", params=SamplingParams(max_tokens=5))
+        runner.arm()
+        stuck = engine.submit("never finishes", params=SamplingParams(max_tokens=500))
+        await stuck.__anext__()
+        engine.stop()
+        runner.release()
+        reasons = [d.finish_reason async for d in stuck]
+        return done.text, reasons[-1]
+
+    text, last = asyncio.run(main())
+    driver.join(10)
+    assert not driver.is_alive()
+    assert len(text) == 5 and last is FinishReason.ABORT
+    engine.close()
+    assert_clean(engine)

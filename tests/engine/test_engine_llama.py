@@ -69,8 +69,12 @@ def config(**overrides: object) -> EngineConfig:
 @pytest.fixture(scope="module")
 def reference(model_path: Path) -> Iterator[Llama]:
     """The oracle, configured as llama-cpp-python is by default (logits of the last
-    token only: asking for all logits changes the kernels and flips near-ties)."""
-    llm = Llama(str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, verbose=False)
+    token only: asking for all logits changes the kernels and flips near-ties), with
+    flash attention as the engine runs it."""
+    llm = Llama(
+        str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, flash_attn=True,
+        verbose=False,
+    )  # fmt: skip
     yield llm
     llm.close()
 
@@ -79,8 +83,9 @@ def reference(model_path: Path) -> Iterator[Llama]:
 def scorer(model_path: Path) -> Iterator[Llama]:
     """Logits at every position, to measure how near a tie a divergence was."""
     llm = Llama(
-        str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, logits_all=True, verbose=False
-    )
+        str(model_path), n_ctx=1024, n_threads=1, n_threads_batch=1, logits_all=True,
+        flash_attn=True, verbose=False,
+    )  # fmt: skip
     yield llm
     llm.close()
 
@@ -166,11 +171,18 @@ def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llam
             identical += 1
             continue
         prompt = scorer.tokenize(chat(question).encode(), add_bos=False, special=True)
-        assert first_tie_gap(scorer, prompt, list(batched.token_ids)) <= GAP_TOLERANCE
+        gap = first_tie_gap(scorer, prompt, list(batched.token_ids))
+        print(f"batched diverged from alone at a near-tie, gap {gap:.3f}")
+        assert gap <= GAP_TOLERANCE
     assert identical >= 1
     for question, cached in zip(QUESTIONS[1:4], warm, strict=True):
         assert cached.cached_tokens >= 48
-        assert cached.token_ids == solo[QUESTIONS.index(question)].token_ids
+        if cached.token_ids != solo[QUESTIONS.index(question)].token_ids:
+            # flash attention sums a reused prefix in another order than a cold prompt
+            prompt = scorer.tokenize(chat(question).encode(), add_bos=False, special=True)
+            gap = first_tie_gap(scorer, prompt, list(cached.token_ids))
+            print(f"cached prefix diverged from cold at a near-tie, gap {gap:.3f}")
+            assert gap <= GAP_TOLERANCE
 
 
 def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path):

@@ -40,8 +40,10 @@ def serve_command(
     ] = 800,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
-    import uvicorn
-
+    from worthit.engine.engine import Engine
+    from worthit.engine.errors import ModelLoadError
+    from worthit.engine.runner import LlamaRunner
+    from worthit.server import runtime
     from worthit.server.service_app import ServiceSettings, create_service_app
 
     try:
@@ -74,7 +76,13 @@ def serve_command(
         auth=not demo,
         default_deadline_ms=deadline_ms,
     )
-    app = create_service_app(settings)
+    try:
+        engine = Engine(LlamaRunner(model_path, config), config)
+    except ModelLoadError as exc:
+        stderr.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    engine.claim_current_thread()
+    app = create_service_app(settings, engine=engine)
     url = f"http://{'[::1]' if host == '::1' else host}:{port}"
     stderr.print(f"worthit on {url}  (model {model_path.name}, market {path})")
     if demo:
@@ -83,4 +91,4 @@ def serve_command(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    runtime.run(app, engine, host, port)

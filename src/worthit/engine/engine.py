@@ -170,13 +170,39 @@ class Engine:
 
     def start(self, calibrate: bool = True) -> None:
         """Start the engine thread; first time a few steps so that admission decides
-        from this machine's measured speed, not from priors."""
+        from this machine's measured speed, not from priors. No-op once started, or
+        once ``run_here`` owns the current thread."""
         if self._thread is not None:
             return
         if calibrate:
             self._calibrate()
         self._thread = threading.Thread(target=self._run, name="worthit-engine", daemon=True)
         self._thread.start()
+
+    def claim_current_thread(self, calibrate: bool = True) -> None:
+        """Make the calling thread the engine thread; ``run_here`` then drives it.
+
+        Why: llama.cpp's OpenMP build runs a decode step markedly faster when the
+        thread calling ``llama_decode`` is the process's initial thread (measured on
+        SmolLM2-135M, 2 threads: 8.7 ms vs 12.5-16.5 ms from a worker thread; see
+        docs/engine.md), so the server runs the engine on its main thread and uvicorn
+        on another."""
+        if self._thread is not None:
+            raise RuntimeError("engine already started")
+        if calibrate:
+            self._calibrate()
+        self._thread = threading.current_thread()
+
+    def run_here(self) -> None:
+        """Drive the engine on the claimed thread until ``stop()`` (blocking)."""
+        if self._thread is not threading.current_thread():
+            raise RuntimeError("call claim_current_thread() on this thread first")
+        self._run()
+
+    def stop(self) -> None:
+        """Ask the engine loop to finish: every unfinished request ends with "abort"."""
+        self._closing = True
+        self._wake.set()
 
     def _calibrate(self) -> None:
         text = "The quick brown fox jumps over the lazy dog. " * 16
@@ -202,9 +228,8 @@ class Engine:
 
     def close(self) -> None:
         """Finish every request with "abort", stop the thread, free the model."""
-        self._closing = True
-        self._wake.set()
-        if self._thread is not None:
+        self.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self.runner.close()
 

@@ -36,6 +36,7 @@ class LlamaStreamer:
             n_ctx=n_ctx,
             n_threads=n_threads or min(4, os.cpu_count() or 1),
             seed=seed,
+            flash_attn=True,  # as the engine runs it (EngineConfig.flash_attn)
             verbose=False,
         )
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--max-sequences", type=int, default=16)
     parser.add_argument("--cached-prefixes", type=int, default=48)
+    parser.add_argument("--block-size", type=int, default=EngineConfig.block_size)
     parser.add_argument("--tpot-target-ms", type=float, default=40.0)
     parser.add_argument(
         "--default-deadline-ms",
@@ -31,6 +32,7 @@ def main() -> None:
         n_threads=args.threads,
         max_sequences=args.max_sequences,
         max_cached_prefixes=args.cached_prefixes,
+        block_size=args.block_size,
         tpot_target_s=args.tpot_target_ms / 1000,
         default_deadline_s=(
             None if args.default_deadline_ms is None else args.default_deadline_ms / 1000

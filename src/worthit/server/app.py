@@ -257,10 +257,13 @@ def serve(
     model: str | Path | None = None,
     engine_config: EngineConfig | None = None,
 ) -> None:
-    """Run the API on uvicorn until interrupted (``worthit serve``)."""
-    import uvicorn
-
+    """Run the OpenAI-compatible API until interrupted (``python -m worthit.server``),
+    the engine on this thread (server/runtime.py)."""
     from worthit.engine.model_files import resolve_model_path
+    from worthit.engine.runner import LlamaRunner
+    from worthit.server import runtime
 
-    app = create_app(engine_config or EngineConfig(), resolve_model_path(model))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    config = engine_config or EngineConfig()
+    engine = Engine(LlamaRunner(resolve_model_path(model), config), config)
+    engine.claim_current_thread()
+    runtime.run(create_app(engine=engine), engine, host, port)

@@ -1,0 +1,53 @@
+"""One process, two threads: uvicorn serves HTTP on a thread of its own while the
+engine runs on the process's main thread.
+
+Why this way round: llama.cpp's OpenMP build decodes much faster when ``llama_decode``
+is called from the initial thread (see ``Engine.claim_current_thread``), and the event
+loop does not care which thread it is on. Signals arrive on the main thread; they only
+ask uvicorn to shut down, and the engine stops once uvicorn has.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from worthit.engine.engine import Engine
+
+
+def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
+    """Serve app until SIGINT/SIGTERM, driving engine (claimed, not started) here.
+
+    Raises SystemExit(1) when uvicorn could not start (the port is taken, say): it has
+    logged why.
+    """
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    )
+
+    def serve_http() -> None:
+        try:
+            server.run()
+        finally:
+            engine.stop()
+
+    def shut_down(signum: int, frame: FrameType | None) -> None:
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
+    http = threading.Thread(target=serve_http, name="worthit-http")
+    http.start()
+    try:
+        engine.run_here()
+    finally:
+        server.should_exit = True
+        http.join()
+        engine.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not server.started:
+        raise SystemExit(1)
