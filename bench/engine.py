@@ -193,41 +193,58 @@ async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str
         return list(await asyncio.gather(*jobs))
 
 
-async def single_stream(port: int, args: argparse.Namespace) -> dict[str, float | None]:
-    """One request at a time on an idle server: TTFT of a product prompt never seen
-    (cold), of the same product with another question (warm: the facts prefix is
+async def single_stream(ports: dict[str, int], trials: int) -> dict[str, dict[str, object]]:
+    """One request at a time on idle servers, the targets taking turns trial by trial
+    (so a slow spell of the machine hits all alike): TTFT of a product prompt never
+    seen (cold), of the same product with another question (warm: the facts prefix is
     cached), and the time per output token of a long answer (decode speed)."""
-    limits = httpx.Limits(max_connections=4)
-    cold, warm, tpot = [], [], []
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits
-    ) as client:
+    samples: dict[str, dict[str, list[float]]] = {
+        t: {"cold": [], "warm": [], "tpot": []} for t in ports
+    }
+    clients = {
+        t: httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60)
+        for t, port in ports.items()
+    }
 
-        async def ask(product: int, question: str, max_tokens: int) -> Result:
-            body = {
-                "model": "m",
-                "messages": [
-                    {"role": "system", "content": product_prompt(product)},
-                    {"role": "user", "content": question},
-                ],
-                "max_tokens": max_tokens,
-                "temperature": 0,
-                "stream": True,
-            }
-            return await one_request(client, body, time.monotonic())
+    async def ask(target: str, product: int, question: str, max_tokens: int) -> Result:
+        body = {
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": product_prompt(product)},
+                {"role": "user", "content": question},
+            ],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            "stream": True,
+        }
+        return await one_request(clients[target], body, time.monotonic())
 
-        for trial in range(args.single_trials):
+    try:
+        for trial in range(trials):
             product = 10_000 + trial  # never part of the Poisson phase
-            first = await ask(product, QUESTIONS[0], 4)
-            second = await ask(product, QUESTIONS[1], 4)
-            long = await ask(product, "Write a long, detailed review of it.", 128)
-            if first.ttft is not None and second.ttft is not None:
-                cold.append(first.ttft)
-                warm.append(second.ttft)
-            if long.ttft is not None and long.e2e is not None and long.tokens > 16:
-                tpot.append((long.e2e - long.ttft) / (long.tokens - 1))
+            for target in ports:
+                first = await ask(target, product, QUESTIONS[0], 4)
+                second = await ask(target, product, QUESTIONS[1], 4)
+                long = await ask(target, product, "Write a long, detailed review of it.", 128)
+                got = samples[target]
+                if first.ttft is not None and second.ttft is not None:
+                    got["cold"].append(first.ttft)
+                    got["warm"].append(second.ttft)
+                if long.ttft is not None and long.e2e is not None and long.tokens > 16:
+                    got["tpot"].append((long.e2e - long.ttft) / (long.tokens - 1))
+    finally:
+        for client in clients.values():
+            await client.aclose()
     ms = lambda v: round(statistics.median(v) * 1000, 1) if v else None  # noqa: E731
-    return {"cold_ttft_ms": ms(cold), "warm_ttft_ms": ms(warm), "decode_tpot_ms": ms(tpot)}
+    return {
+        t: {
+            "cold_ttft_ms": ms(got["cold"]),
+            "warm_ttft_ms": ms(got["warm"]),
+            "decode_tpot_ms": ms(got["tpot"]),
+            "trials": len(got["tpot"]),
+        }
+        for t, got in samples.items()
+    }
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -295,20 +312,29 @@ def main() -> None:
     parser.add_argument("--anchor-pythonpath", default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="write all results as JSON here")
-    parser.add_argument("--single-trials", type=int, default=5,
+    parser.add_argument("--single-trials", type=int, default=9,
                         help="cold/warm TTFT and decode-speed trials before the sweep")  # fmt: skip
     args = parser.parse_args()
     model = resolve_model_path(args.model)
     rates = [float(r) for r in args.rates.split(",")]
     report: dict[str, dict[str, object]] = {}
-    for target in args.targets.split(","):
+    targets = args.targets.split(",")
+    if args.single_trials:
+        ports = {t: free_port() for t in targets}
+        procs = [start_target(t, args, model, ports[t]) for t in targets]
+        try:
+            single = asyncio.run(single_stream(ports, args.single_trials))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=30)
+        for target, figures in single.items():
+            report.setdefault(target, {})["single"] = figures
+            print(json.dumps({"target": target, "single_stream": figures}), flush=True)
+    for target in targets:
         port = free_port()
         proc = start_target(target, args, model, port)
         try:
-            if args.single_trials:
-                single = asyncio.run(single_stream(port, args))
-                report.setdefault(target, {})["single"] = single
-                print(json.dumps({"target": target, "single_stream": single}), flush=True)
             for rate in rates:
                 results = asyncio.run(run_rate(port, rate, args, target))
                 summary = summarise(results, args.duration)
