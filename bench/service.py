@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from worthit.market.store import MarketStore
+from worthit.server.services import Services
 
 QUESTIONS = ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"]
 
@@ -72,7 +73,9 @@ async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[fl
                     outcomes[source if source == "llm" else done.get("fallback_reason", "?")] += 1
 
 
-async def level(base: str, names: list[str], clients: int, seconds: float, seed: int) -> dict:
+async def level(
+    base: str, names: list[str], clients: int, seconds: float, seed: int, think_s: float
+) -> dict:
     rng = random.Random(seed)
     weights = [1.0 / (rank + 1) for rank in range(len(names))]
     stats: dict[str, list[float]] = collections.defaultdict(list)
@@ -83,12 +86,16 @@ async def level(base: str, names: list[str], clients: int, seconds: float, seed:
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
 
         async def shopper() -> None:
+            if think_s:  # shoppers arrive spread out, not all in the same millisecond
+                await asyncio.sleep(rng.uniform(0, think_s))
             while time.perf_counter() < stop_at:
                 name = rng.choices(names, weights)[0]
                 try:
                     await one(client, rng.choice(QUESTIONS).format(name=name), stats, outcomes)
                 except httpx.HTTPError as exc:
                     outcomes[f"transport:{type(exc).__name__}"] += 1
+                if think_s:
+                    await asyncio.sleep(rng.expovariate(1 / think_s))
 
         started = time.perf_counter()
         await asyncio.gather(*(shopper() for _ in range(clients)))
@@ -114,16 +121,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--levels", default="1,10,50,100")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--think-ms", type=float, default=0.0,
+                        help="mean think time between a shopper's questions (exponential)")
+    parser.add_argument("--serve-args", default="", help="extra `worthit serve` arguments")
     args = parser.parse_args()
     if not Path(args.db).exists():
         sys.exit(f"no market at {args.db}: run `worthit simulate --db {args.db}` first")
     store = MarketStore(args.db)
-    names = [hit.title for hit in store.all_names()]
-    store.close()
+    titles = {hit.sku: hit.title for hit in store.all_names()}
+    ranked = Services.over(store).decider.rankings.top(None, "sales", 7, len(titles))
+    best = {item.sku for item in ranked}
+    names = [item.title for item in ranked] + [t for s, t in titles.items() if s not in best]
+    store.close()  # popularity (the Zipf rank) follows last week's sales
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "worthit", "serve", "--demo", "--db", args.db, "--port",
-         str(port), "--threads", str(args.threads)],
+         str(port), "--threads", str(args.threads), *args.serve_args.split()],
         stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -135,9 +148,10 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        asyncio.run(level(base, names, 1, 5, 0))  # warm up: calibrate, first prefixes
+        asyncio.run(level(base, names, 1, 5, 0, 0.0))  # warm up: calibrate, first prefixes
+        think_s = args.think_ms / 1000
         for i, clients in enumerate(int(x) for x in args.levels.split(",")):
-            result = asyncio.run(level(base, names, clients, args.seconds, i + 1))
+            result = asyncio.run(level(base, names, clients, args.seconds, i + 1, think_s))
             print(json.dumps(result, ensure_ascii=False), flush=True)
     finally:
         server.send_signal(signal.SIGINT)

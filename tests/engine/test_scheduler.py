@@ -110,9 +110,8 @@ def test_expired_requests_are_never_prefilled():
 
 def test_deadline_stops_at_the_last_sentence_end():
     runner = ScriptedRunner("Good value. Battery lasts all week. More")
-    h = Harness(EngineConfig(block_size=4), runner=runner)
-    h.step_s = 0.01
-    h.model.step_ewma_s = 0.01
+    h = Harness(EngineConfig(block_size=4), runner=runner, overhead_s=0.009, per_token_s=0.001)
+    h.step_s = 0.01  # as the model predicts for one decoding sequence
     seq = h.seq("r", 6, deadline=0.25, max_tokens=64)
     h.run()
     assert seq.finish_reason is FinishReason.DEADLINE

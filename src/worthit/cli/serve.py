@@ -33,7 +33,10 @@ def serve_command(
         ),
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
-    context: Annotated[int, typer.Option(min=512, help="KV cells shared by all requests.")] = 4096,
+    context: Annotated[int, typer.Option(min=512, help="KV cells shared by all requests.")] = 8192,
+    warm: Annotated[
+        int, typer.Option(min=0, help="Best sellers whose explanation prompts are cached at start.")
+    ] = 10,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
     deadline_ms: Annotated[
         int, typer.Option(min=100, help="Default latency objective of an answer.")
@@ -75,6 +78,7 @@ def serve_command(
         engine_config=config,
         auth=not demo,
         default_deadline_ms=deadline_ms,
+        warm_best_sellers=warm,
     )
     try:
         engine = Engine(LlamaRunner(model_path, config), config)

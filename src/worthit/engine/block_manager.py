@@ -111,6 +111,10 @@ class BlockManager:
             parent = h
         return found
 
+    def is_free(self, seq_id: int) -> bool:
+        """Whether seq_id holds nothing (no request, no cached prefix)."""
+        return seq_id in self._free_ids
+
     def cached_prefix_len(self, tokens: Sequence[int]) -> int:
         """Tokens a request would take from the cache; read-only, for estimates."""
         return len(self.match(tokens)) * self.block_size

@@ -44,6 +44,10 @@ from worthit.engine.sequence import (
 
 log = logging.getLogger(__name__)
 
+IDLE_PROBE_S = 5.0
+"""Idle seconds after which a stale step-time model is re-measured."""
+PROBE_TOKENS = 64
+
 
 @dataclass(frozen=True)
 class Delta:
@@ -204,9 +208,19 @@ class Engine:
         self._closing = True
         self._wake.set()
 
+    def _probe_if_stale(self) -> None:
+        """While idle, re-measure a small and a large step when no small step has been
+        seen for a while, so a slow spell's costs do not outlive it (steps that are
+        all prefill chunks cannot correct the overhead; see latency.py)."""
+        stale = time.monotonic() - self.step_model.small_step_at > IDLE_PROBE_S
+        probe_id = self.config.num_seq_ids - 1
+        room = self.blocks.free_blocks * self.config.block_size >= 2 * PROBE_TOKENS
+        if stale and room and self.blocks.is_free(probe_id):
+            self._calibrate()
+
     def _calibrate(self) -> None:
         text = "The quick brown fox jumps over the lazy dog. " * 16
-        tokens = self.runner.tokenize(text, add_special=False)[:64] or [1]
+        tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
         probe = Seq(
             request_id="calibration",
             prompt_tokens=tokens,
@@ -363,7 +377,16 @@ class Engine:
             raise PromptTooLongError(len(tokens), limit - 1)
         return tokens, 0
 
-    def _warm_prefix(self, tokens: list[int], cached: int) -> None:
+    def warm(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> bool:
+        """Prefill a prompt's full blocks into the prefix cache at low priority, ahead of
+        the questions expected to start with it (the server warms its best sellers).
+        False when it is cached already, being warmed, or the queue is busy."""
+        if self._closing:
+            return False
+        tokens, _ = self._prompt_tokens(None, messages, SamplingParams(max_tokens=1), answer_prefix)
+        return self._warm_prefix(tokens, self.blocks.cached_prefix_len(tokens), forced=True)
+
+    def _warm_prefix(self, tokens: list[int], cached: int, forced: bool = False) -> bool:
         """After a deadline refusal, prefill the prompt's full blocks at low priority
         and without a deadline, so the next question about the same product finds its
         facts in the prefix cache instead of being refused the same way."""
@@ -371,8 +394,9 @@ class Engine:
         n = (len(tokens) - 1) // size * size
         key = hash(tuple(tokens[:n]))
         busy = len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_sequences
-        if not self.config.warm_prefix_on_refusal or n <= cached or busy or key in self._warming:
-            return
+        wanted = forced or self.config.warm_prefix_on_refusal
+        if not wanted or n <= cached or busy or key in self._warming:
+            return False
         self._warming.add(key)
         params = SamplingParams(max_tokens=1)
         warm = Seq(
@@ -389,6 +413,7 @@ class Engine:
         warm.warm_key = key
         self._inbox.put(_Submit(warm, None, None))
         self._wake.set()
+        return True
 
     def _admission(self, seq: Seq, now: float) -> None:
         if len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_waiting:
@@ -411,7 +436,8 @@ class Engine:
             while not self._closing:
                 self._drain()
                 if not self.scheduler.has_work():
-                    self._wake.wait()
+                    if not self._wake.wait(IDLE_PROBE_S):
+                        self._probe_if_stale()
                     self._wake.clear()
                     continue
                 self._step()

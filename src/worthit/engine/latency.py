@@ -2,56 +2,63 @@
 
 A llama_decode step on a CPU costs about ``overhead + per_token * n_tokens``, whether
 the tokens are decode tokens or prefill tokens (both are one row through every matmul).
-The two coefficients are fitted by least squares over exponentially weighted moments of
-the observed (tokens, seconds) pairs, so the model follows load changes within tens of
-steps. Admission, the token budget and the adaptive batch window all read this model.
+The two coefficients are learned as two coupled EWMAs rather than by regression:
+small steps (decode) say what a step costs beyond its tokens, large steps (prefill
+chunks) what each token costs beyond the overhead. A least-squares fit with forgetting
+went wrong in the way that mattered: after a run of same-sized prefill chunks (prefix
+warming, 80 tokens each) the tokens' spread vanished, the slope became noise, and the
+fitted overhead rose to 125 ms, so admission refused every request. Each coefficient
+still learns a little from the other kind of step, so neither can stay stale when
+only one kind runs (nothing decodes while everything is refused). Admission, the token
+budget and the adaptive batch window all read this model.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 
 SENTENCE_TOKENS_PRIOR = 18.0
+LARGE_STEP_TOKENS = 32
+"""Steps with at least this many tokens teach the per-token cost; smaller ones the
+overhead."""
 
 
 class StepTimeModel:
-    def __init__(
-        self,
-        overhead_s: float = 0.008,
-        per_token_s: float = 0.004,
-        forget: float = 0.95,
-    ) -> None:
-        self._forget = forget
+    def __init__(self, overhead_s: float = 0.008, per_token_s: float = 0.004) -> None:
         self._lock = threading.Lock()
-        # Prior: two pseudo-observations on the prior line, at 1 and 32 tokens.
-        self._w = 0.0
-        self._n = self._t = self._nn = self._nt = 0.0
         self.overhead_s = overhead_s
         self.per_token_s = per_token_s
-        for n in (1.0, 32.0):
-            self._add(n, overhead_s + per_token_s * n, 1.0)
         self.step_ewma_s = overhead_s + per_token_s
         self.decode_step_ewma_s = self.step_ewma_s
         self.sentence_tokens = SENTENCE_TOKENS_PRIOR
+        self.small_step_at = time.monotonic()
+        """When a step last taught the overhead directly (the engine re-probes when idle
+        and this is old: prefill-only traffic cannot tell overhead from per-token cost)."""
 
     def observe(self, n_tokens: int, seconds: float, decode_only: bool = False) -> None:
         with self._lock:
-            self._add(float(n_tokens), seconds, 1.0)
+            n = max(1, n_tokens)
+            if n >= LARGE_STEP_TOKENS:
+                per_token = max(1e-5, (seconds - self.overhead_s) / n)
+                self.per_token_s += 0.2 * (per_token - self.per_token_s)
+                overhead_weight = 0.01
+            else:
+                overhead_weight = 0.2
+                self.small_step_at = time.monotonic()
+            overhead = max(0.0, seconds - self.per_token_s * n)
+            self.overhead_s += overhead_weight * (overhead - self.overhead_s)
             self.step_ewma_s = 0.8 * self.step_ewma_s + 0.2 * seconds
             if decode_only:
                 self.decode_step_ewma_s = 0.8 * self.decode_step_ewma_s + 0.2 * seconds
-            self._fit()
 
     def observe_sentence(self, n_tokens: int) -> None:
         """Tokens one sentence took; the deadline stop needs the next one's length."""
         self.sentence_tokens = 0.8 * self.sentence_tokens + 0.2 * n_tokens
 
     def tpot_s(self, n_running: int) -> float:
-        """Expected time per output token for a sequence joining n_running others, from
-        the fit. (Not from an EWMA of decode-only steps: when admission refuses
-        everything, no decode step runs, and a stale slow EWMA would keep refusing
-        forever; the fit keeps learning from every step, prefix-warming ones included.)"""
+        """Expected time per output token for a sequence joining n_running others."""
         return self.predict(n_running + 1)
 
     def predict(self, n_tokens: int) -> float:
@@ -60,23 +67,6 @@ class StepTimeModel:
     def tokens_within(self, seconds: float) -> int:
         """Most tokens one step can carry and still take at most ``seconds``."""
         return max(0, math.floor((seconds - self.overhead_s) / self.per_token_s))
-
-    def _add(self, n: float, t: float, weight: float) -> None:
-        f = self._forget
-        self._w = f * self._w + weight
-        a = weight / self._w
-        self._n += a * (n - self._n)
-        self._t += a * (t - self._t)
-        self._nn += a * (n * n - self._nn)
-        self._nt += a * (n * t - self._nt)
-
-    def _fit(self) -> None:
-        var = self._nn - self._n * self._n
-        if var > 1.0:
-            slope = (self._nt - self._n * self._t) / var
-            if slope > 1e-5:
-                self.per_token_s = slope
-        self.overhead_s = max(0.0, self._t - self.per_token_s * self._n)
 
 
 class BatchWindow:

@@ -274,7 +274,7 @@ class Scheduler:
     def _deadline_stop(self, seq: Sequence, now: float) -> FinishReason | None:
         assert seq.deadline is not None
         remaining = seq.deadline - now
-        tpot = self.model.step_ewma_s
+        tpot = self._next_steps_s()
         left = seq.params.max_tokens - len(seq.output_tokens)
         if seq.detokenizer.at_sentence_end():
             sentence = len(seq.output_tokens) - seq.sentence_mark
@@ -285,6 +285,17 @@ class Scheduler:
         elif remaining < tpot:
             return FinishReason.DEADLINE
         return None
+
+    def _next_steps_s(self) -> float:
+        """Expected duration of the coming steps: every running sequence decoding, and
+        while a running sequence's prompt is pending, steps filled to the step budget.
+        (Not an EWMA of past steps: after a run of large prefix-warming chunks that
+        would read ~250 ms a token.)"""
+        step = self.model.predict(len(self.running))
+        if any(s.pending > 1 for s in self.running):  # prefill fills steps up to the budget
+            full = self.model.predict(self.config.max_batch_tokens)
+            step = max(step, min(self.tpot_budget_s, full))
+        return step
 
     def _expire(self, now: float) -> None:
         for seq in list(self.waiting):

@@ -76,6 +76,8 @@ def create_app(
         else:
             engine.start()
             app.state.engine = engine
+        for hook in app.state.on_engine_ready:
+            hook(app)
         try:
             yield
         finally:
@@ -83,6 +85,8 @@ def create_app(
                 app.state.engine.close()
 
     app = FastAPI(title="worthit", lifespan=lifespan)
+    app.state.on_engine_ready = []
+    """Callables run with the app once the engine is up (the service warms its cache)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

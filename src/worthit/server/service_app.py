@@ -7,6 +7,7 @@ adds what shoppers and retailers use on top of it, sharing that one engine.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -17,6 +18,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from worthit.answer.warm import warm_best_sellers
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.sequence import Priority
@@ -33,6 +35,8 @@ from worthit.server.worthit_chat import MODEL_ID, worthit_chat
 
 STATIC = files("worthit.server") / "static"
 MAX_BODY_BYTES = 64 * 1024
+log = logging.getLogger(__name__)
+
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/static/", "/docs", "/openapi.json")
 LLM_TOKENS_PER_REQUEST = 64
 """Tokens reserved from a tenant's LLM budget per request, refunded when fewer are used."""
@@ -45,6 +49,8 @@ class ServiceSettings:
     engine_config: EngineConfig | None = None
     auth: bool = True
     default_deadline_ms: int = 800
+    warm_best_sellers: int = 0
+    """Explanation prompts of this many best sellers go into the prefix cache at start."""
 
 
 def create_service_app(settings: ServiceSettings, *, engine: Engine | None = None) -> FastAPI:
@@ -55,6 +61,10 @@ def create_service_app(settings: ServiceSettings, *, engine: Engine | None = Non
     app.state.tenants = TenantStore(settings.db_path) if settings.auth else None
     app.state.limiter = TenantLimiter()
     app.state.model_routes[MODEL_ID] = worthit_chat
+    if settings.warm_best_sellers:
+        app.state.on_engine_ready.append(
+            lambda app: _warm(app, services, settings.warm_best_sellers)
+        )
     app.include_router(decide_router)
     app.include_router(products_router)
     app.add_exception_handler(ProblemError, handle_problem)
@@ -87,6 +97,13 @@ def create_service_app(settings: ServiceSettings, *, engine: Engine | None = Non
     app.add_middleware(GuardMiddleware)
     app.add_middleware(ServerTimingMiddleware)
     return app
+
+
+def _warm(app: FastAPI, services: Services, n: int) -> None:
+    engine: Engine | None = getattr(app.state, "engine", None)
+    if engine is not None:
+        queued = warm_best_sellers(engine, services.decider, services.store, n)
+        log.info("warming the prefix cache for %d best sellers", len(queued))
 
 
 class GuardMiddleware:
