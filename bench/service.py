@@ -148,6 +148,12 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        idle_since = time.monotonic()  # let the server finish warming its best sellers
+        while time.monotonic() - idle_since < 120:
+            health = httpx.get(base + "/healthz", timeout=5).json()
+            if health["running"] == 0 and health["waiting"] == 0:
+                break
+            time.sleep(0.5)
         asyncio.run(level(base, names, 1, 5, 0, 0.0))  # warm up: calibrate, first prefixes
         think_s = args.think_ms / 1000
         for i, clients in enumerate(int(x) for x in args.levels.split(",")):

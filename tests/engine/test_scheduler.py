@@ -224,3 +224,16 @@ def test_block_accounting_never_undercounts_llama_cells(seed, tpot_target):
             assert seq.output_tokens == reference_output(seq.prompt_tokens, seq.params.max_tokens)
     h.blocks.clear_cache()
     assert h.runner.kv == {} and h.blocks.used_blocks == 0
+
+
+def test_a_request_whose_prompt_is_cached_joins_beside_a_long_prefill():
+    """Regression: the join check priced the whole prompt, not its uncached tail, so a
+    warm question about a best seller waited behind a prefix-warming prefill until it
+    expired."""
+    h = Harness(EngineConfig(block_size=4), overhead_s=0.01, per_token_s=0.003, timed=True)
+    h.seq("warming", 600, Priority.LOW)
+    h.step()
+    ask = h.seq("ask", 300, deadline=h.now + 0.5, max_tokens=20, required_tokens=12)
+    ask.cached_hint = 296  # all but its last block is in the prefix cache
+    h.step()
+    assert ask in h.scheduler.running

@@ -116,7 +116,9 @@ class Scheduler:
         """Prefill tokens a step may carry. With nobody decoding there is no stream to
         protect and prompts go in large chunks, but no step may outlast max_step_s: a
         request arriving meanwhile waits for the step to end."""
-        n_running = len(self.running) if n_decode is None else n_decode
+        if n_decode is None:  # only decoding sequences have a stream to protect
+            n_decode = sum(1 for s in self.running if s.pending == 1)
+        n_running = n_decode
         if n_running == 0:
             fit_idle = self.model.tokens_within(self.config.max_step_s)
             return min(self.config.max_batch_tokens, max(self.config.min_prefill_chunk, fit_idle))
@@ -168,7 +170,8 @@ class Scheduler:
         budget = self.deadline_budget_s
         owed = seq.tokens_owed()
         if seq.deadline is not None and owed > 0:
-            prefill = self.estimate_first_token_s(seq.pending, seq.priority, seq.pending)
+            uncached = max(1, seq.pending - seq.cached_hint)
+            prefill = self.estimate_first_token_s(uncached, seq.priority, seq.pending)
             own = self.config.deadline_margin * (seq.deadline - now - prefill) / owed
             budget = min(budget, own)
         return self.model.tpot_s(len(self.running)) <= budget
