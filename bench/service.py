@@ -70,7 +70,9 @@ async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[fl
                     stats["e2e"].append(now)
                     done = json.loads(line[6:])
                     source = done.get("explanation_source")
-                    outcomes[source if source == "llm" else done.get("fallback_reason", "?")] += 1
+                    outcome = source if source == "llm" else done.get("fallback_reason", "?")
+                    outcomes[outcome] += 1
+                    stats[f"e2e:{outcome}"].append(now)
 
 
 async def level(
@@ -112,6 +114,9 @@ async def level(
         },
         "e2e_le_800ms": round(sum(v <= 800 for v in stats["e2e"]) / max(1, completed), 3),
         "outcomes": dict(outcomes.most_common()),
+        "e2e_p95_by_outcome": {
+            k[4:]: round(pct(v, 95), 1) for k, v in stats.items() if k.startswith("e2e:")
+        },
     }
 
 

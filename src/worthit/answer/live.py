@@ -17,7 +17,7 @@ from worthit.engine.sequence import FinishReason, Priority, SamplingParams
 from worthit.explain.explainer import STOP, Delta, Explanation, ExplanationRun, FallbackError
 from worthit.market.entities import Review
 
-FINISH_MARGIN_S = 0.05
+FINISH_MARGIN_S = 0.1
 """Time kept back from the engine's deadline for what follows the last token: the
 guard, the `done` event and its trip to the shopper, so the answer as a whole lands
 inside the latency objective, not just its last token."""

@@ -44,7 +44,7 @@ class EngineConfig:
     tpot_target_s: float = 0.040
     """Time-per-output-token the adaptive batch window holds the step time under."""
 
-    max_step_s: float = 0.25
+    max_step_s: float = 0.1
     """Longest prefill-only step (nobody decoding): bounds how long a newly arrived
     request waits for the engine thread to look at it."""
 

@@ -396,7 +396,10 @@ class Engine:
         size = self.config.block_size
         n = (len(tokens) - 1) // size * size
         key = hash(tuple(tokens[:n]))
-        busy = len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_sequences
+        if forced:
+            busy = len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_sequences
+        else:  # refusal-driven warming only fills idle time: it is a guess, not a request
+            busy = bool(self.scheduler.running or self.scheduler.waiting or self._inbox.qsize())
         wanted = forced or (
             self.config.warm_prefix_on_refusal
             and self._count_refusal(key) >= self.config.warm_after_refusals
