@@ -9,14 +9,34 @@ ask uvicorn to shut down, and the engine stops once uvicorn has.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
 
 from worthit.engine.engine import Engine
+
+ENGINE_NICE = 5
+"""Niceness of every thread but uvicorn's: on a machine with as many cores as llama.cpp
+threads, the engine's threads then yield the CPU at once to a request being decided
+(a verdict costs a millisecond; a decode step does not notice)."""
+
+
+def _yield_cpu_to(http: threading.Thread, nice: int) -> None:
+    """Lower the priority of the process's other threads (llama.cpp's OpenMP workers
+    included: Linux keeps a nice value per thread). Not on systems without /proc."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir() or http.native_id is None:
+        return
+    for task in tasks.iterdir():
+        if int(task.name) != http.native_id:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
 
 
 def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
@@ -41,6 +61,7 @@ def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
     previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
     http = threading.Thread(target=serve_http, name="worthit-http")
     http.start()
+    _yield_cpu_to(http, ENGINE_NICE)
     try:
         engine.run_here()
     finally:
