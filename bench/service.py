@@ -28,6 +28,10 @@ import httpx
 from worthit.market.store import MarketStore
 from worthit.server.services import Services
 
+HOT = 10
+"""The best sellers `worthit serve` warms by default; their answers are counted apart."""
+hot_outcomes: collections.Counter[str] = collections.Counter()
+
 QUESTIONS = ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"]
 
 
@@ -45,7 +49,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[float]],
-              outcomes: collections.Counter[str]) -> None:  # fmt: skip
+              outcomes: collections.Counter[str], hot: bool = False) -> None:  # fmt: skip
     sent = time.perf_counter()
     first_token = None
     async with client.stream(
@@ -72,7 +76,11 @@ async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[fl
                     source = done.get("explanation_source")
                     outcome = source if source == "llm" else done.get("fallback_reason", "?")
                     outcomes[outcome] += 1
+                    if hot:
+                        hot_outcomes[outcome] += 1
                     stats[f"e2e:{outcome}"].append(now)
+                    if "llm_estimate" in done.get("timings_ms", {}):
+                        stats["refused_estimate"].append(done["timings_ms"]["llm_estimate"])
 
 
 async def level(
@@ -83,6 +91,7 @@ async def level(
     stats: dict[str, list[float]] = collections.defaultdict(list)
     outcomes: collections.Counter[str] = collections.Counter()
     stop_at = time.perf_counter() + seconds
+    hot_outcomes.clear()
     limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
 
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
@@ -91,9 +100,11 @@ async def level(
             if think_s:  # shoppers arrive spread out, not all in the same millisecond
                 await asyncio.sleep(rng.uniform(0, think_s))
             while time.perf_counter() < stop_at:
-                name = rng.choices(names, weights)[0]
+                rank = rng.choices(range(len(names)), weights)[0]
+                name = names[rank]
                 try:
-                    await one(client, rng.choice(QUESTIONS).format(name=name), stats, outcomes)
+                    question = rng.choice(QUESTIONS).format(name=name)
+                    await one(client, question, stats, outcomes, hot=rank < HOT)
                 except httpx.HTTPError as exc:
                     outcomes[f"transport:{type(exc).__name__}"] += 1
                 if think_s:
@@ -114,6 +125,8 @@ async def level(
         },
         "e2e_le_800ms": round(sum(v <= 800 for v in stats["e2e"]) / max(1, completed), 3),
         "outcomes": dict(outcomes.most_common()),
+        "best_seller_outcomes": dict(hot_outcomes.most_common()),
+        "refused_estimate_p50_ms": round(pct(stats["refused_estimate"], 50), 1),
         "e2e_p95_by_outcome": {
             k[4:]: round(pct(v, 95), 1) for k, v in stats.items() if k.startswith("e2e:")
         },

@@ -53,7 +53,11 @@ async def explain_live(
             answer_prefix=run.prefix,
         )
     except AdmissionRefusedError as exc:
-        yield run.fallback(f"refused_{exc.reason}")
+        refused = run.fallback(f"refused_{exc.reason}")
+        if exc.estimated_s is not None and exc.budget_s is not None:  # why, for the receipt
+            refused.timings_ms["llm_estimate"] = round(exc.estimated_s * 1000, 1)
+            refused.timings_ms["llm_budget"] = round(exc.budget_s * 1000, 1)
+        yield refused
         return
     except (PromptTooLongError, EngineClosedError) as exc:
         yield run.fallback(type(exc).__name__)
