@@ -304,3 +304,27 @@ def test_engine_driven_on_a_thread_it_did_not_start():
     assert len(text) == 5 and last is FinishReason.ABORT
     engine.close()
     assert_clean(engine)
+
+
+def test_warming_leaves_the_queued_work_estimate_at_zero():
+    """Review finding: warming requests were subtracted from the queued-prefill count
+    without ever being added, driving it negative (admission then ignored real work)."""
+
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            messages = [
+                {"role": "system", "content": "FACTS " * 40},
+                {"role": "user", "content": "?"},
+            ]
+            assert engine.warm(messages)
+            for _ in range(500):
+                if engine.blocks.cached_prefixes and not engine.scheduler.has_work():
+                    break
+                await asyncio.sleep(0.002)
+            assert engine._backlog == [0, 0, 0]
+            assert not engine.warm(messages)  # cached now
+        finally:
+            engine.close()
+
+    asyncio.run(main())

@@ -237,3 +237,29 @@ def test_a_request_whose_prompt_is_cached_joins_beside_a_long_prefill():
     ask.cached_hint = 296  # all but its last block is in the prefix cache
     h.step()
     assert ask in h.scheduler.running
+
+
+def test_two_requests_arriving_together_do_not_both_join_into_lateness():
+    """Review finding: the join check read a budget computed before the step's first
+    join, so a second request joined beside a first one it then made late."""
+    h = Harness(EngineConfig(block_size=4, tpot_target_s=1.0), overhead_s=0.01,
+                per_token_s=0.01, timed=True)  # fmt: skip
+    first = h.seq("first", 4, deadline=1.0, max_tokens=40, required_tokens=40)
+    # alone each takes 20 ms a token; together 30 ms: in time for second (2 s), not first
+    second = h.seq("second", 4, deadline=2.0, max_tokens=40, required_tokens=40)
+    h.step()
+    assert first in h.scheduler.running and second in h.scheduler.waiting
+    h.run()
+    assert first.finish_reason is FinishReason.LENGTH and len(first.output_tokens) == 40
+
+
+def test_a_request_that_cannot_join_does_not_block_one_that_can():
+    h = Harness(EngineConfig(block_size=4), overhead_s=0.01, per_token_s=0.01, timed=True)
+    h.seq("running", 4, max_tokens=50)
+    h.step()
+    # in time by the estimate (not expired) but not with the 0.9 margin (cannot join)
+    hopeless = h.seq("hopeless", 4, deadline=h.now + 0.43, max_tokens=50, required_tokens=12)
+    patient = h.seq("patient", 4, max_tokens=5)
+    h.step()
+    assert patient in h.scheduler.running
+    assert hopeless in h.scheduler.waiting

@@ -215,7 +215,7 @@ class Engine:
         """While idle, re-measure a small and a large step when no small step has been
         seen for a while, so a slow spell's costs do not outlive it (steps that are
         all prefill chunks cannot correct the overhead; see latency.py)."""
-        stale = time.monotonic() - self.step_model.small_step_at > IDLE_PROBE_S
+        stale = self.step_model.large_steps_since_small > 0
         probe_id = self.config.num_seq_ids - 1
         room = self.blocks.free_blocks * self.config.block_size >= 2 * PROBE_TOKENS
         if stale and room and self.blocks.is_free(probe_id):
@@ -459,6 +459,8 @@ class Engine:
                 self._step()
         except Exception:
             log.exception("engine thread failed; failing every request")
+            self._closing = True  # submit() refuses from now on
+            self._drain()
             self._fail_all(FinishReason.ERROR)
             raise
         self._drain()
@@ -487,8 +489,10 @@ class Engine:
                 return
             if isinstance(item, _Submit):
                 seq = item.seq
-                with self._backlog_lock:
-                    self._backlog[seq.priority.value] -= len(seq.prompt_tokens) - seq.cached_hint
+                if item.stream is not None:  # warming requests were never counted
+                    with self._backlog_lock:
+                        uncached = len(seq.prompt_tokens) - seq.cached_hint
+                        self._backlog[seq.priority.value] -= uncached
                 if item.stream is not None and item.loop is not None:
                     self._streams[seq.request_id] = (item.stream, item.loop)
                 self.scheduler.add(seq)

@@ -7,17 +7,17 @@ small steps (decode) say what a step costs beyond its tokens, large steps (prefi
 chunks) what each token costs beyond the overhead. A least-squares fit with forgetting
 went wrong in the way that mattered: after a run of same-sized prefill chunks (prefix
 warming, 80 tokens each) the tokens' spread vanished, the slope became noise, and the
-fitted overhead rose to 125 ms, so admission refused every request. Each coefficient
-still learns a little from the other kind of step, so neither can stay stale when
-only one kind runs (nothing decodes while everything is refused). Admission, the token
-budget and the adaptive batch window all read this model.
+fitted overhead rose to 125 ms, so admission refused every request. Large steps still
+move the overhead a little, but steps of one size cannot separate the two coefficients,
+so after a run of large steps the engine re-measures a small and a large step when it
+is next idle (``large_steps_since_small``). Admission, the token budget and the
+adaptive batch window all read this model.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-import time
 
 SENTENCE_TOKENS_PRIOR = 18.0
 LARGE_STEP_TOKENS = 32
@@ -33,9 +33,10 @@ class StepTimeModel:
         self.step_ewma_s = overhead_s + per_token_s
         self.decode_step_ewma_s = self.step_ewma_s
         self.sentence_tokens = SENTENCE_TOKENS_PRIOR
-        self.small_step_at = time.monotonic()
-        """When a step last taught the overhead directly (the engine re-probes when idle
-        and this is old: prefill-only traffic cannot tell overhead from per-token cost)."""
+        self.large_steps_since_small = 0
+        """Large steps since one last taught the overhead directly: when idle and this is
+        not 0 the engine re-probes (prefill-only traffic cannot tell overhead from
+        per-token cost)."""
 
     def observe(self, n_tokens: int, seconds: float, decode_only: bool = False) -> None:
         with self._lock:
@@ -44,9 +45,10 @@ class StepTimeModel:
                 per_token = max(1e-5, (seconds - self.overhead_s) / n)
                 self.per_token_s += 0.2 * (per_token - self.per_token_s)
                 overhead_weight = 0.01
+                self.large_steps_since_small += 1
             else:
                 overhead_weight = 0.2
-                self.small_step_at = time.monotonic()
+                self.large_steps_since_small = 0
             overhead = max(0.0, seconds - self.per_token_s * n)
             self.overhead_s += overhead_weight * (overhead - self.overhead_s)
             self.step_ewma_s = 0.8 * self.step_ewma_s + 0.2 * seconds

@@ -167,14 +167,17 @@ class Scheduler:
         always may: alone it runs as fast as the engine can."""
         if not self.running:
             return True
-        budget = self.deadline_budget_s
-        owed = seq.tokens_owed()
-        if seq.deadline is not None and owed > 0:
-            uncached = max(1, seq.pending - seq.cached_hint)
-            prefill = self.estimate_first_token_s(uncached, seq.priority, seq.pending)
-            own = self.config.deadline_margin * (seq.deadline - now - prefill) / owed
-            budget = min(budget, own)
+        budget = min(self.deadline_budget_s, self._own_budget(seq, now))
         return self.model.tpot_s(len(self.running)) <= budget
+
+    def _own_budget(self, seq: Sequence, now: float) -> float:
+        """The step time seq can afford once its uncached prompt tail is prefilled."""
+        owed = seq.tokens_owed()
+        if seq.deadline is None or owed <= 0:
+            return math.inf
+        uncached = max(1, seq.pending - seq.cached_hint)
+        prefill = self.estimate_first_token_s(uncached, seq.priority, seq.pending)
+        return self.config.deadline_margin * (seq.deadline - now - prefill) / owed
 
     # -- one step ----------------------------------------------------------------
 
@@ -290,15 +293,14 @@ class Scheduler:
         return None
 
     def _next_steps_s(self) -> float:
-        """Expected duration of the coming steps: every running sequence decoding, and
-        while a running sequence's prompt is pending, steps filled to the step budget.
-        (Not an EWMA of past steps: after a run of large prefix-warming chunks that
-        would read ~250 ms a token.)"""
-        step = self.model.predict(len(self.running))
-        if any(s.pending > 1 for s in self.running):  # prefill fills steps up to the budget
-            full = self.model.predict(self.config.max_batch_tokens)
-            step = max(step, min(self.tpot_budget_s, full))
-        return step
+        """Expected duration of the coming steps: every running sequence decoding, plus
+        the prefill chunk the steps carry while a running prompt is pending (at least
+        min_prefill_chunk). (Not an EWMA of past steps: after a run of large
+        prefix-warming chunks that would read ~250 ms a token.)"""
+        prefill = sum(s.pending for s in self.running if s.pending > 1)
+        n_decode = len(self.running) - sum(1 for s in self.running if s.pending > 1)
+        chunk = min(prefill, self.prefill_per_step(n_decode)) if prefill else 0
+        return self.model.predict(len(self.running) + chunk)
 
     def _expire(self, now: float) -> None:
         for seq in list(self.waiting):
@@ -324,20 +326,23 @@ class Scheduler:
         if room <= 0 or not self.waiting:
             return
         self.waiting.sort(key=lambda s: s.sort_key(now))
-        while room > 0 and self.waiting:
-            seq = self.waiting[0]
-            if not self._can_join(seq, now):
+        for seq in list(self.waiting):
+            if room <= 0:
                 return
+            if not self._can_join(seq, now):
+                continue  # a later one, with more slack or a shorter answer, may fit
             got = self.blocks.admit(seq.tokens(0, seq.num_tokens))
             if got is None:
                 return
-            self.waiting.pop(0)
+            self.waiting.remove(seq)
             seq.seq_id, seq.num_computed = got
             if seq.preemptions == 0 and seq.timings.scheduled is None:
                 seq.cached_tokens = seq.num_computed
             seq.status = Status.RUNNING
             self.running.append(seq)
             room -= 1
+            # the next joiner is checked against this one's deadline too
+            self.deadline_budget_s = min(self.deadline_budget_s, self._own_budget(seq, now))
 
     def _share(self, budget: int, now: float, scheduled: set[int]) -> list[tuple[Sequence, int]]:
         """Split the prefill budget: weights 5/2/1 between classes with demand, unused

@@ -56,7 +56,7 @@ def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
             engine.stop()
 
     def shut_down(signum: int, frame: FrameType | None) -> None:
-        server.should_exit = True
+        server.handle_exit(signum, frame)  # a second Ctrl-C forces it, as uvicorn's own
 
     previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
     http = threading.Thread(target=serve_http, name="worthit-http")

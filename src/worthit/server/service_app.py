@@ -101,9 +101,14 @@ def create_service_app(settings: ServiceSettings, *, engine: Engine | None = Non
 
 def _warm(app: FastAPI, services: Services, n: int) -> None:
     engine: Engine | None = getattr(app.state, "engine", None)
-    if engine is not None:
+    if engine is None:
+        return
+    try:
         queued = warm_best_sellers(engine, services.decider, services.store, n)
-        log.info("warming the prefix cache for %d best sellers", len(queued))
+    except Exception:  # a cold cache is slower, not broken: serve anyway
+        log.exception("could not warm the prefix cache")
+        return
+    log.info("warming the prefix cache for %d best sellers", len(queued))
 
 
 class GuardMiddleware:
