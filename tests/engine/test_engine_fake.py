@@ -328,3 +328,27 @@ def test_warming_leaves_the_queued_work_estimate_at_zero():
             engine.close()
 
     asyncio.run(main())
+
+
+def test_idle_engine_re_measures_a_small_step_after_large_ones():
+    """With only prefill chunks seen (refused traffic, prefix warming), a stale overhead
+    would refuse everything forever; the first idle gap times a one-token step."""
+
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            model = engine.step_model
+            model.overhead_s, model.per_token_s = 0.2, 1e-5  # the degenerate fixed point
+            model.large_steps_since_small = 3
+            engine._wake.set()  # let the loop notice and go idle again
+            for _ in range(200):
+                if model.large_steps_since_small == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert model.large_steps_since_small == 0
+            assert model.overhead_s < 0.2
+        finally:
+            engine.close()
+        assert_clean(engine)
+
+    asyncio.run(main())

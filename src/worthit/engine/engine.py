@@ -44,8 +44,9 @@ from worthit.engine.sequence import (
 
 log = logging.getLogger(__name__)
 
-IDLE_PROBE_S = 5.0
-"""Idle seconds after which a stale step-time model is re-measured."""
+IDLE_PROBE_S = 0.25
+"""Idle seconds after which a stale step-time model is re-measured (see
+_probe_if_stale): short, because refused traffic leaves only short idle gaps."""
 PROBE_TOKENS = 64
 REFUSALS_REMEMBERED = 4096
 
@@ -212,14 +213,30 @@ class Engine:
         self._wake.set()
 
     def _probe_if_stale(self) -> None:
-        """While idle, re-measure a small and a large step when no small step has been
-        seen for a while, so a slow spell's costs do not outlive it (steps that are
-        all prefill chunks cannot correct the overhead; see latency.py)."""
-        stale = self.step_model.large_steps_since_small > 0
+        """While idle after large steps only, time two one-token steps: prefill chunks
+        alone cannot separate the overhead from the per-token cost (latency.py), and
+        while everything is refused no decode step would ever correct it. ~20 ms."""
         probe_id = self.config.num_seq_ids - 1
-        room = self.blocks.free_blocks * self.config.block_size >= 2 * PROBE_TOKENS
-        if stale and room and self.blocks.is_free(probe_id):
-            self._calibrate()
+        if self.step_model.large_steps_since_small == 0 or not self.blocks.is_free(probe_id):
+            return
+        if self.blocks.free_blocks == 0:
+            return
+        token = self.runner.tokenize("The", add_special=False)[:1] or [1]
+        probe = Seq(
+            request_id="probe",
+            prompt_tokens=token,
+            params=SamplingParams(max_tokens=1),
+            priority=Priority.LOW,
+            deadline=None,
+            detokenizer=Detokenizer(self.runner.piece),
+            timings=Timings(arrival=time.monotonic()),
+        )
+        for i in range(2):  # the first may pay for a graph of a new shape
+            t0 = time.perf_counter()
+            self.runner.step([Chunk(probe, probe_id, 0, token, sample=False)])
+            if i:
+                self.step_model.observe(1, time.perf_counter() - t0, decode_only=True)
+            self.runner.truncate(probe_id, 0)
 
     def _calibrate(self) -> None:
         text = "The quick brown fox jumps over the lazy dog. " * 16
