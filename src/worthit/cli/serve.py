@@ -95,4 +95,4 @@ def serve_command(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
     )
-    runtime.run(app, engine, host, port)
+    runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE)

@@ -22,9 +22,10 @@ from fastapi import FastAPI
 from worthit.engine.engine import Engine
 
 ENGINE_NICE = 5
-"""Niceness of every thread but uvicorn's: on a machine with as many cores as llama.cpp
-threads, the engine's threads then yield the CPU at once to a request being decided
-(a verdict costs a millisecond; a decode step does not notice)."""
+"""Niceness `worthit serve` gives every thread but uvicorn's: on a machine with as many
+cores as llama.cpp threads, the engine's threads then yield the CPU at once to a request
+being decided (a verdict costs a millisecond; a decode step hardly notices). The plain
+OpenAI-compatible server (`python -m worthit.server`) has no verdicts and keeps 0."""
 
 
 def _yield_cpu_to(http: threading.Thread, nice: int) -> None:
@@ -39,8 +40,10 @@ def _yield_cpu_to(http: threading.Thread, nice: int) -> None:
                 os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
 
 
-def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
+def run(app: FastAPI, engine: Engine, host: str, port: int, engine_nice: int = 0) -> None:
     """Serve app until SIGINT/SIGTERM, driving engine (claimed, not started) here.
+    engine_nice > 0 lowers the priority of every thread but uvicorn's (the shopper
+    service does, so a verdict preempts a decode step).
 
     Raises SystemExit(1) when uvicorn could not start (the port is taken, say): it has
     logged why.
@@ -61,7 +64,8 @@ def run(app: FastAPI, engine: Engine, host: str, port: int) -> None:
     previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
     http = threading.Thread(target=serve_http, name="worthit-http")
     http.start()
-    _yield_cpu_to(http, ENGINE_NICE)
+    if engine_nice:
+        _yield_cpu_to(http, engine_nice)
     try:
         engine.run_here()
     finally:
