@@ -114,18 +114,18 @@ def test_unmeetable_deadline_is_refused_without_retry():
 def test_deadline_policy_complete_needs_every_token_to_fit():
     engine = fake_engine()
     engine.runner.step_delay_s = (0.002, 0.002)  # type: ignore[attr-defined]
-    # calibrated at start on ~2 ms a token: the prompt and one sentence fit in 1 s,
-    # 1,000 tokens (~4 s) do not
+    # calibrated at start on ~2 ms a token: the prompt and one sentence fit in 2 s with
+    # room to spare on a loaded machine, 1,000 tokens (~4 s) do not
     with LiveServer(create_app(engine=engine)) as server:
         api = client(server)
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
-                model="m", messages=QUESTION, max_tokens=1000, extra_body={"deadline_ms": 1000}
+                model="m", messages=QUESTION, max_tokens=1000, extra_body={"deadline_ms": 2000}
             )
         assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
         reply = api.chat.completions.create(
             model="m", messages=QUESTION, max_tokens=1000,
-            extra_body={"deadline_ms": 1000, "deadline_policy": "sentence"},
+            extra_body={"deadline_ms": 2000, "deadline_policy": "sentence"},
         )  # fmt: skip
         assert reply.choices[0].finish_reason in ("stop", "deadline")
         assert reply.choices[0].message.content
