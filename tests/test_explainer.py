@@ -162,3 +162,13 @@ def test_released_text_is_always_grounded_however_it_is_split(pieces: list[str])
     from worthit.explain.guard import check_grounding
 
     assert check_grounding(guard.shown, allowed).ok
+
+
+def test_an_answer_cut_mid_sentence_keeps_only_its_whole_sentences() -> None:
+    """Seen through the OpenAI SDK: a deadline cut left "…is now at its all-time" as
+    the kept explanation. Only whole sentences are kept; none at all is a fallback."""
+    _, final = run(Scripted(" the price is low and well rated by buyers.", " It is at its all"))
+    assert final.source == "llm"
+    assert final.text.endswith("well rated by buyers.")
+    _, final = run(Scripted(" the price is low and it is at its all"))
+    assert (final.source, final.fallback_reason) == ("template", "incomplete")

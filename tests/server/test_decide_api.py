@@ -10,6 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
 from worthit.server.service_app import ServiceSettings, create_service_app
 from worthit.server.tenants import TenantStore
 
@@ -233,3 +235,34 @@ def test_worthit_model_answers_a_ranking_once(open_service: LiveServer) -> None:
     )
     text = reply.choices[0].message.content or ""
     assert text.count("第1名") == 1
+
+
+def test_worthit_model_streams_whole_sentences_only(market_copy: Path) -> None:
+    """Seen through the SDK: a cut answer streamed "…is now at its all-time" and stopped.
+    A chat client cannot take text back, so only whole sentences are sent."""
+    import openai
+
+    from engine_fakes import ScriptedRunner
+
+    config = EngineConfig(context_size=4096, block_size=16)
+    script = " it is at its all-time low and well rated by buyers. And then it goes on and on"
+    engine = Engine(ScriptedRunner(script, n_ctx=config.context_size), config)
+    settings = ServiceSettings(db_path=market_copy, auth=False, default_deadline_ms=600_000)
+    app = create_service_app(settings, engine=engine)  # a character a token: long prompts
+    with LiveServer(app) as server:
+        api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="demo", max_retries=0)
+        parts, final = [], None
+        for chunk in api.chat.completions.create(
+            model="worthit",
+            messages=[{"role": "user", "content": "Is the Aurora NC700 worth buying?"}],
+            max_tokens=70,  # the script's second sentence is cut
+            stream=True,
+        ):
+            parts.extend(choice.delta.content or "" for choice in chunk.choices)
+            final = getattr(chunk, "worthit", None) or final
+    engine.close()
+    streamed = "".join(parts)
+    assert "well rated by buyers." in streamed
+    assert "And then" not in streamed
+    assert final is not None and final["explanation_source"] == "llm"
+    assert final["explanation"].endswith("well rated by buyers.")

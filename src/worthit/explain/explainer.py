@@ -7,6 +7,7 @@ deterministic template, never in a missing explanation.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -112,11 +113,17 @@ class ExplanationRun:
             raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
         self._pending = ""
         text = " ".join(self._guard.shown.split())
+        if _looks_cut(text) and text[len(self.prefix) :].strip():
+            # cut by the deadline or max_tokens: keep whole sentences only
+            text = text[: _last_sentence_end(text)].rstrip()
+            finish_reason = finish_reason or "length"
+            if len(text) <= len(self.prefix):
+                raise FallbackError(self.fallback("incomplete"))
         why = problem(text[len(self.prefix) :], self.verdict.kind)
         if why is not None:
             raise FallbackError(self.fallback(why))
         if finish_reason is None:
-            finish_reason = "stop" if self.done or not _looks_cut(text) else "length"
+            finish_reason = "stop"
         timings = {"llm_total": _ms(self._started)}
         if self._first_piece_ms is not None:
             timings["llm_first_token"] = self._first_piece_ms
@@ -173,6 +180,15 @@ def explain(
 
 def _looks_cut(text: str) -> bool:
     return not text.rstrip().endswith((".", "!", "?", "。", "！", "？"))
+
+
+_SENTENCE_END = re.compile(r"(?:[.!?](?=\s|$)|[。！？])")
+"""An ASCII terminator followed by space or the end ("4.5" is not an end), or a CJK one."""
+
+
+def _last_sentence_end(text: str) -> int:
+    """Index just after the last complete sentence of text (0 if none)."""
+    return max((m.end() for m in _SENTENCE_END.finditer(text)), default=0)
 
 
 def _ms(started: float) -> float:

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from worthit.answer.live import FINISH_MARGIN_S, explain_live
 from worthit.answer.payload import explanation_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
+from worthit.engine.detokenizer import last_sentence_end
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta, Explanation
 from worthit.explain.prompt import REVIEWS_IN_PROMPT
@@ -85,6 +86,8 @@ async def _events(
     verdict = verdict_payload(decision)
     yield _lead(decision), None
     explanation: Explanation | None = None
+    released = ""  # the model's text sent so far: whole sentences only
+    buffer = ""
     if decision.status is DecisionStatus.ANSWERED:
         reviews = services.store.top_reviews(decision.sheet.sku, REVIEWS_IN_PROMPT) if (
             decision.sheet
@@ -98,12 +101,19 @@ async def _events(
             max_tokens=min(body.max_completion_tokens or body.max_tokens or 64, 256),
         ):
             if isinstance(item, Delta):
-                yield item.text, None
+                # A chat client cannot take text back, and a deadline may cut the model
+                # mid-sentence: release whole sentences only (the kept text is cut so too).
+                buffer += item.text
+                end = last_sentence_end(buffer)
+                if end > len(released):
+                    yield buffer[len(released) : end], None
+                    released = buffer[:end]
             else:
                 explanation = item
         summarised = explanation is not None and explanation.fallback_reason == "summary"
         if explanation is not None and explanation.source == "template" and not summarised:
-            yield explanation.text, None  # the lead already lists a ranking or a comparison
+            # the lead already lists a ranking or a comparison
+            yield ("\n\n" if released else "") + explanation.text, None
     verdict.update(explanation_payload(explanation))
     verdict["tokens"] = explanation.tokens if explanation else {}
     verdict["timings_ms"] = {"total": round((time.perf_counter() - started) * 1000, 2)}
