@@ -30,7 +30,6 @@ from worthit.server.services import Services
 
 HOT = 10
 """The best sellers `worthit serve` warms by default; their answers are counted apart."""
-hot_outcomes: collections.Counter[str] = collections.Counter()
 
 QUESTIONS = ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"]
 
@@ -49,7 +48,8 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[float]],
-              outcomes: collections.Counter[str], hot: bool = False) -> None:  # fmt: skip
+              outcomes: collections.Counter[str],
+              hot_outcomes: collections.Counter[str] | None = None) -> None:  # fmt: skip
     sent = time.perf_counter()
     first_token = None
     async with client.stream(
@@ -76,7 +76,7 @@ async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[fl
                     source = done.get("explanation_source")
                     outcome = source if source == "llm" else done.get("fallback_reason", "?")
                     outcomes[outcome] += 1
-                    if hot:
+                    if hot_outcomes is not None:
                         hot_outcomes[outcome] += 1
                     stats[f"e2e:{outcome}"].append(now)
                     if "llm_estimate" in done.get("timings_ms", {}):
@@ -91,7 +91,7 @@ async def level(
     stats: dict[str, list[float]] = collections.defaultdict(list)
     outcomes: collections.Counter[str] = collections.Counter()
     stop_at = time.perf_counter() + seconds
-    hot_outcomes.clear()
+    hot_outcomes: collections.Counter[str] = collections.Counter()
     limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
 
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
@@ -104,7 +104,8 @@ async def level(
                 name = names[rank]
                 try:
                     question = rng.choice(QUESTIONS).format(name=name)
-                    await one(client, question, stats, outcomes, hot=rank < HOT)
+                    hot = hot_outcomes if rank < HOT else None
+                    await one(client, question, stats, outcomes, hot)
                 except httpx.HTTPError as exc:
                     outcomes[f"transport:{type(exc).__name__}"] += 1
                 if think_s:

@@ -222,43 +222,42 @@ class Engine:
         if self.blocks.free_blocks == 0:
             return
         token = self.runner.tokenize("The", add_special=False)[:1] or [1]
-        probe = Seq(
-            request_id="probe",
-            prompt_tokens=token,
-            params=SamplingParams(max_tokens=1),
-            priority=Priority.LOW,
-            deadline=None,
-            detokenizer=Detokenizer(self.runner.piece),
-            timings=Timings(arrival=time.monotonic()),
-        )
-        for i in range(2):  # the first may pay for a graph of a new shape
-            t0 = time.perf_counter()
-            self.runner.step([Chunk(probe, probe_id, 0, token, sample=False)])
-            if i:
-                self.step_model.observe(1, time.perf_counter() - t0, decode_only=True)
-            self.runner.truncate(probe_id, 0)
+        self._time_steps("probe", [(0, token), (0, token)])
 
     def _calibrate(self) -> None:
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
-        probe = Seq(
-            request_id="calibration",
+        end = len(tokens)
+        self._time_steps(
+            "calibration", [(0, tokens), (0, tokens), (end, tokens[:1]), (end, tokens[:1])]
+        )
+
+    def _time_steps(self, request_id: str, runs: list[tuple[int, list[int]]]) -> None:
+        """Run pairs of steps on the spare last sequence id (unused until the id pool
+        runs dry) and teach the step model the second of each pair: the first pays
+        one-time costs (allocation, a graph of a new shape)."""
+        seq_id = self.config.num_seq_ids - 1
+        probe = self._background_seq(request_id, runs[0][1])
+        for i, (start, chunk) in enumerate(runs):
+            self.runner.truncate(seq_id, start)
+            t0 = time.perf_counter()
+            self.runner.step([Chunk(probe, seq_id, start, list(chunk), sample=False)])
+            if i % 2:
+                self.step_model.observe(len(chunk), time.perf_counter() - t0, len(chunk) == 1)
+        self.runner.truncate(seq_id, 0)
+
+    def _background_seq(self, request_id: str, tokens: list[int]) -> Seq:
+        """A one-token, low-priority, deadline-free sequence: the engine's own work."""
+        return Seq(
+            request_id=request_id,
             prompt_tokens=tokens,
             params=SamplingParams(max_tokens=1),
             priority=Priority.LOW,
             deadline=None,
             detokenizer=Detokenizer(self.runner.piece),
             timings=Timings(arrival=time.monotonic()),
+            max_total_tokens=self.config.num_blocks * self.config.block_size,
         )
-        seq_id = self.config.num_seq_ids - 1  # unused until the id pool runs dry
-        runs = [(0, tokens), (0, tokens), (len(tokens), tokens[:1]), (len(tokens), tokens[:1])]
-        for i, (start, chunk) in enumerate(runs):
-            self.runner.truncate(seq_id, start)
-            t0 = time.perf_counter()
-            self.runner.step([Chunk(probe, seq_id, start, list(chunk), sample=False)])
-            if i % 2:  # the first of each pair pays one-time allocation costs
-                self.step_model.observe(len(chunk), time.perf_counter() - t0, len(chunk) == 1)
-        self.runner.truncate(seq_id, 0)
 
     def close(self) -> None:
         """Finish every request with "abort", stop the thread, free the model."""
@@ -424,18 +423,8 @@ class Engine:
         if not wanted or n <= cached or busy or key in self._warming:
             return False
         self._warming.add(key)
-        params = SamplingParams(max_tokens=1)
-        warm = Seq(
-            request_id=f"warm-{uuid.uuid4().hex}",
-            prompt_tokens=tokens[:n],
-            params=params,
-            priority=Priority.LOW,
-            deadline=None,
-            detokenizer=Detokenizer(self.runner.piece),
-            timings=Timings(arrival=time.monotonic()),
-            max_total_tokens=self.config.num_blocks * size,
-        )
-        warm.sampler = self.runner.new_sampler(params, self.config.seed)
+        warm = self._background_seq(f"warm-{uuid.uuid4().hex}", tokens[:n])
+        warm.sampler = self.runner.new_sampler(warm.params, self.config.seed)
         warm.warm_key = key
         self._inbox.put(_Submit(warm, None, None))
         self._wake.set()

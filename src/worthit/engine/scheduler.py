@@ -298,8 +298,7 @@ class Scheduler:
         min_prefill_chunk). (Not an EWMA of past steps: after a run of large
         prefix-warming chunks that would read ~250 ms a token.)"""
         prefill = sum(s.pending for s in self.running if s.pending > 1)
-        n_decode = len(self.running) - sum(1 for s in self.running if s.pending > 1)
-        chunk = min(prefill, self.prefill_per_step(n_decode)) if prefill else 0
+        chunk = min(prefill, self.prefill_per_step()) if prefill else 0
         return self.model.predict(len(self.running) + chunk)
 
     def _expire(self, now: float) -> None:
