@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worthit.market.importer import import_lines, parse_line
+from worthit.market.records import Record, StockRecord
 from worthit.market.store import MarketStore
 
 GOOD = [
@@ -102,6 +104,13 @@ def test_importing_the_same_file_twice_changes_nothing(store: MarketStore) -> No
             "ends",
         ),
         ('{"type": "price", "sku": "S404", "ts": "2026-01-01T00:00:00Z", "price": 5}', "sku"),
+        (
+            '{"type": "stock", "sku": "S1", "ts": "2026-01-03T00:00:00Z",'
+            ' "quantity": 99999999999999999999999}',
+            "quantity",
+        ),
+        ('{"type": "sales", "sku": "S1", "date": "2026-01-03", "units": 9223372036854775808}', "units"),
+        ('{"type": "price", "sku": "S1", "ts": "2026-01-03T00:00:00Z", "price": 1e300}', "price"),
     ],
 )
 def test_a_bad_line_is_reported_and_the_good_ones_still_land(
@@ -111,6 +120,26 @@ def test_a_bad_line_is_reported_and_the_good_ones_still_land(
     report = import_lines(store, [*good[:2], line, *good[2:]])
     assert [(e.line, e.field) for e in report.errors] == [(3, field)]
     assert report.written == len(GOOD)
+
+
+def test_a_line_the_store_rejects_costs_only_itself(
+    store: MarketStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validation passed, then the write failed: its batch-mates must still land."""
+    apply_one = store.apply_one
+
+    def fail_on_stock(conn: sqlite3.Connection, record: Record) -> bool:
+        if isinstance(record, StockRecord):
+            conn.execute("INSERT INTO prices (sku) VALUES ('half-written')")
+        return apply_one(conn, record)
+
+    monkeypatch.setattr(store, "apply_one", fail_on_stock)
+    report = import_lines(store, lines(GOOD))
+    assert [(e.line, e.field) for e in report.errors] == [(3, "(line)")]
+    assert "not stored" in report.errors[0].message
+    assert report.written == len(GOOD) - 1
+    assert store.latest_stock("S1") is None
+    assert [p.price for p in store.prices("S1")] == [299.0]
 
 
 def test_blank_lines_are_skipped_but_counted(store: MarketStore) -> None:

@@ -2,11 +2,14 @@
 
 Lines are validated one by one and written in batches, one transaction per batch,
 so a million-line file neither holds one giant transaction nor pays a commit per line.
+Each line is written under its own savepoint: a line the store rejects after validation
+passed is reported like any bad line and costs only itself, not its batch.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -102,8 +105,17 @@ def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportRe
     if not batch:
         return
     with store.transaction() as conn:
-        for _, record in batch:
-            if store.apply_one(conn, record):
+        for line_no, record in batch:
+            conn.execute("SAVEPOINT line")
+            try:
+                changed = store.apply_one(conn, record)
+            except (sqlite3.Error, OverflowError, ValueError) as exc:  # UnknownSkuError too
+                conn.execute("ROLLBACK TO line")
+                conn.execute("RELEASE line")
+                report.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
+                continue
+            conn.execute("RELEASE line")
+            if changed:
                 report.written += 1
             else:
                 report.unchanged += 1

@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from worthit.market.timeutil import to_ms
 
 Sku = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+MAX_COUNT = 2**63 - 1
+"""SQLite's INTEGER is 64-bit: a larger count would pass validation and fail in the store."""
+MAX_PRICE = 1e12
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Price = Annotated[float, Field(gt=0, le=MAX_PRICE)]
 Currency = Annotated[
     str, StringConstraints(strip_whitespace=True, to_upper=True, pattern=r"^[A-Za-z]{3}$")
 ]
@@ -39,9 +44,9 @@ class ProductRecord(_Record):
 class PriceRecord(_Record):
     type: Literal["price"] = "price"
     ts: datetime
-    price: float = Field(gt=0)
+    price: Price
     currency: Currency = "USD"
-    list_price: float | None = Field(default=None, gt=0)
+    list_price: Price | None = None
 
     @property
     def ts_ms(self) -> int:
@@ -51,7 +56,7 @@ class PriceRecord(_Record):
 class StockRecord(_Record):
     type: Literal["stock"] = "stock"
     ts: datetime
-    quantity: int = Field(ge=0)
+    quantity: Count
 
     @property
     def ts_ms(self) -> int:
@@ -76,7 +81,7 @@ class PromotionRecord(_Record):
     name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
     starts: datetime
     ends: datetime
-    price: float = Field(gt=0)
+    price: Price
 
     @field_validator("ends")
     @classmethod
@@ -98,7 +103,7 @@ class PromotionRecord(_Record):
 class SalesRecord(_Record):
     type: Literal["sales"] = "sales"
     date: date
-    units: int = Field(ge=0)
+    units: Count
 
 
 Record = ProductRecord | PriceRecord | StockRecord | ReviewRecord | PromotionRecord | SalesRecord
