@@ -121,6 +121,18 @@ def test_bad_wording_falls_back(pieces: tuple[str, ...], why: str) -> None:
     assert (final.source, final.fallback_reason) == ("template", why)
 
 
+class FailsMidAnswer(Scripted):
+    def stream(self, *args: object, **kwargs: object) -> Iterator[str]:  # type: ignore[override]
+        yield " it is only 2.4"
+        raise RuntimeError("llama_decode returned -3")
+
+
+def test_a_model_that_fails_mid_answer_ends_in_the_template() -> None:
+    _, final = run(FailsMidAnswer())
+    assert (final.source, final.fallback_reason) == ("template", "model_error")
+    assert final.text == template_explanation(BUY, make_sheet())
+
+
 def test_no_model_means_template_text() -> None:
     _, final = run(None)
     assert (final.source, final.fallback_reason) == ("template", "no_model")

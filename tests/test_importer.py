@@ -109,7 +109,10 @@ def test_importing_the_same_file_twice_changes_nothing(store: MarketStore) -> No
             ' "quantity": 99999999999999999999999}',
             "quantity",
         ),
-        ('{"type": "sales", "sku": "S1", "date": "2026-01-03", "units": 9223372036854775808}', "units"),
+        (
+            '{"type": "sales", "sku": "S1", "date": "2026-01-03", "units": 9223372036854775808}',
+            "units",
+        ),
         ('{"type": "price", "sku": "S1", "ts": "2026-01-03T00:00:00Z", "price": 1e300}', "price"),
     ],
 )

@@ -1,4 +1,6 @@
 import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from worthit.decide.verdict import VerdictKind
 from worthit.explain.prompt import (
@@ -7,8 +9,13 @@ from worthit.explain.prompt import (
     answer_prefix,
     build_messages,
     facts_block,
+    prompt_reviews,
 )
 from worthit.explain.untrusted import REVIEWS_CLOSE, REVIEWS_OPEN
+from worthit.facts.builder import FactsBuilder
+from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import to_ms
 
 from factories import make_promotion, make_review, make_sheet, make_verdict
 
@@ -105,3 +112,25 @@ def test_injected_text_cannot_escape_its_place() -> None:
         assert "<|im_" not in content
         assert "system:" not in content.lower()
     assert "assistant:" not in user.lower()
+
+
+def test_the_prompt_quotes_only_reviews_the_sheet_counted(tmp_path: Path) -> None:
+    """A review stamped after the sheet's moment is not in its count, so not in its quotes."""
+    now = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
+    store = MarketStore(tmp_path / "m.db")
+    store.apply(
+        [
+            ProductRecord(sku="S1", title="Aurora NC700", brand="Aurora", category="headphones"),
+            PriceRecord(sku="S1", ts=now - timedelta(days=1), price=280.0),
+            ReviewRecord(
+                sku="S1", review_id="past", ts=now - timedelta(hours=1), rating=4, text="Counted."
+            ),
+            ReviewRecord(
+                sku="S1", review_id="later", ts=now + timedelta(hours=1), rating=1, text="Later."
+            ),
+        ]
+    )
+    sheet = FactsBuilder(store).build("S1", at_ms=to_ms(now))
+    assert sheet is not None
+    assert sheet.rating.count == 1
+    assert [r.review_id for r in prompt_reviews(store, sheet)] == ["past"]

@@ -84,6 +84,8 @@ async def _drive(run: ExplanationRun, stream: RequestStream) -> AsyncIterator[De
                 break
         if finish == FinishReason.EXPIRED.value:
             raise FallbackError(run.fallback("deadline_expired"))
+        if finish in (FinishReason.ERROR.value, FinishReason.ABORT.value):
+            raise FallbackError(run.fallback(f"engine_{finish}"))
         tail, explanation = run.finish(finish if finish == FinishReason.DEADLINE.value else None)
     except FallbackError as fallback:
         yield _with_tokens(fallback.explanation, stream)

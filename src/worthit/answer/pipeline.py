@@ -14,7 +14,7 @@ from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.intent import IntentKind
 from worthit.decide.resolve import ProductResolver
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation, TextStreamer, explain
-from worthit.explain.prompt import REVIEWS_IN_PROMPT
+from worthit.explain.prompt import prompt_reviews
 from worthit.explain.templates import template_explanation
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
@@ -75,7 +75,7 @@ class Answerer:
             return
         sheet, verdict = decision.sheet, decision.verdict
         assert sheet is not None and verdict is not None
-        reviews = self.store.top_reviews(sheet.sku, REVIEWS_IN_PROMPT)
+        reviews = prompt_reviews(self.store, sheet)
         yield from explain(
             sheet, reviews, verdict, decision.question, self.streamer, self.max_tokens
         )

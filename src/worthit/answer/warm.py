@@ -13,7 +13,7 @@ from worthit.answer.pipeline import needs_no_model
 from worthit.decide.decider import Decider
 from worthit.engine.engine import Engine
 from worthit.explain.explainer import ExplanationRun
-from worthit.explain.prompt import REVIEWS_IN_PROMPT
+from worthit.explain.prompt import prompt_reviews
 from worthit.market.store import MarketStore
 
 WARM_QUESTION = {"en": "Is it worth buying?", "zh": "值得买吗？"}
@@ -30,7 +30,7 @@ def warm_best_sellers(
         decision = decider.decide(WARM_QUESTION[language], sku=item.sku, language=language)
         if needs_no_model(decision) or decision.sheet is None or decision.verdict is None:
             continue
-        reviews = store.top_reviews(item.sku, REVIEWS_IN_PROMPT)
+        reviews = prompt_reviews(store, decision.sheet)
         run = ExplanationRun(decision.sheet, reviews, decision.verdict, decision.question)
         if engine.warm(run.messages, answer_prefix=run.prefix):
             queued.append(item.sku)

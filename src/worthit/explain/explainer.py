@@ -7,6 +7,7 @@ deterministic template, never in a missing explanation.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,8 @@ from worthit.explain.sanity import problem, repetitive
 from worthit.explain.templates import template_explanation
 from worthit.facts.sheet import FactSheet
 from worthit.market.entities import Review
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 64
 STOP = ["\n"]
@@ -163,7 +166,7 @@ def explain(
         run.messages, max_tokens=max_tokens, temperature=0.0, stop=STOP, answer_prefix=run.prefix
     )
     try:
-        for piece in pieces:
+        for piece in _model_pieces(pieces, run):
             out = run.feed(piece)
             if out:
                 yield Delta(out)
@@ -176,6 +179,15 @@ def explain(
     if tail:
         yield Delta(tail)
     yield explanation
+
+
+def _model_pieces(pieces: Iterator[str], run: ExplanationRun) -> Iterator[str]:
+    """The model's pieces; a model that fails mid-answer becomes the template, not a crash."""
+    try:
+        yield from pieces
+    except Exception as exc:  # a model library raises whatever it raises
+        _log.warning("model failed mid-answer, template instead: %r", exc)
+        raise FallbackError(run.fallback("model_error")) from exc
 
 
 def _looks_cut(text: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 
 from worthit.decide.verdict import Verdict
@@ -20,6 +21,8 @@ from worthit.explain.templates import language_of, verdict_headline
 from worthit.explain.untrusted import clean_untrusted, neutralise_markers, quote_reviews
 from worthit.facts.sheet import FactSheet, PromotionFact
 from worthit.market.entities import Review
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import to_ms
 
 SYSTEM_PROMPT_EN = (
     "You help a shopper. A verdict was already decided from the facts below; explain it in "
@@ -36,6 +39,15 @@ QUESTION_MAX_CHARS = 500
 
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _NONE = "n/a"
+
+
+def prompt_reviews(store: MarketStore, sheet: FactSheet) -> list[Review]:
+    """The reviews the prompt quotes: only ones the sheet counted (written by its `as_of`).
+
+    A review stamped later would be quoted beside a rating count that leaves it out.
+    """
+    as_of = to_ms(datetime.fromisoformat(sheet.as_of))
+    return store.top_reviews(sheet.sku, REVIEWS_IN_PROMPT, until_ms=as_of)
 
 
 def facts_block(sheet: FactSheet, reviews: Sequence[Review]) -> str:

@@ -15,7 +15,7 @@ from worthit.answer.payload import candidates_payload, explanation_payload, verd
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta, Explanation
-from worthit.explain.prompt import REVIEWS_IN_PROMPT
+from worthit.explain.prompt import prompt_reviews
 from worthit.server.problems import ProblemError, problem_body
 from worthit.server.services import Services
 from worthit.server.sse import sse_event, wants_event_stream
@@ -70,9 +70,7 @@ async def decide(
     request.state.server_timing = {"decide": timings["to_verdict"]}
     priority: Priority = getattr(request.state, "priority", Priority.MEDIUM)
     deadline_ms = body.deadline_ms or services.default_deadline_ms
-    reviews = (
-        services.store.top_reviews(decision.sheet.sku, REVIEWS_IN_PROMPT) if decision.sheet else []
-    )
+    reviews = prompt_reviews(services.store, decision.sheet) if decision.sheet else []
     events = explain_live(
         decision,
         reviews,

@@ -21,7 +21,7 @@ from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.detokenizer import last_sentence_end
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta, Explanation
-from worthit.explain.prompt import REVIEWS_IN_PROMPT
+from worthit.explain.prompt import prompt_reviews
 from worthit.server.app import chat_chunk, error_response
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.services import Services
@@ -89,9 +89,7 @@ async def _events(
     released = ""  # the model's text sent so far: whole sentences only
     buffer = ""
     if decision.status is DecisionStatus.ANSWERED:
-        reviews = services.store.top_reviews(decision.sheet.sku, REVIEWS_IN_PROMPT) if (
-            decision.sheet
-        ) else []  # fmt: skip
+        reviews = prompt_reviews(services.store, decision.sheet) if decision.sheet else []
         async for item in explain_live(
             decision,
             reviews,

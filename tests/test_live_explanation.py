@@ -1,0 +1,79 @@
+"""The engine-driven explanation: whatever the engine ends with, the shopper gets text."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from worthit.answer.live import explain_live
+from worthit.decide.decider import Decision, DecisionStatus
+from worthit.decide.intent import parse_intent
+from worthit.engine.engine import Delta as EngineDelta
+from worthit.engine.sequence import FinishReason
+from worthit.explain.explainer import Explanation
+from worthit.explain.templates import template_explanation
+
+from factories import make_sheet, make_verdict
+
+
+class EndsWith:
+    """A stream that sends some text, then ends with the given finish reason."""
+
+    def __init__(self, texts: list[str], finish: FinishReason) -> None:
+        self.deltas = [EngineDelta("r", t, ()) for t in texts]
+        self.deltas.append(EngineDelta("r", "", (), finish))
+        self.completion = None
+        self.aborted = False
+
+    def __aiter__(self) -> EndsWith:
+        return self
+
+    async def __anext__(self) -> EngineDelta:
+        if not self.deltas:
+            raise StopAsyncIteration
+        return self.deltas.pop(0)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class Engine:
+    def __init__(self, stream: EndsWith) -> None:
+        self.stream = stream
+
+    def submit(self, **_: Any) -> EndsWith:
+        return self.stream
+
+
+def explanation_for(stream: EndsWith) -> Explanation:
+    decision = Decision(
+        question="Is it worth buying?",
+        intent=parse_intent("Is the Aurora NC700 worth buying?"),
+        status=DecisionStatus.ANSWERED,
+        verdict=make_verdict(),
+        sheet=make_sheet(),
+    )
+
+    async def last() -> Explanation:
+        items = [item async for item in explain_live(decision, [], Engine(stream))]  # type: ignore[arg-type]
+        assert isinstance(items[-1], Explanation)
+        return items[-1]
+
+    return asyncio.run(last())
+
+
+@pytest.mark.parametrize("finish", [FinishReason.ERROR, FinishReason.ABORT])
+def test_an_engine_that_fails_mid_answer_ends_in_the_template(finish: FinishReason) -> None:
+    """A crash after a whole sentence must not pass the half-answer off as the model's."""
+    stream = EndsWith([" the price is low."], finish)
+    final = explanation_for(stream)
+    assert (final.source, final.fallback_reason) == ("template", f"engine_{finish}")
+    assert final.text == template_explanation(make_verdict(), make_sheet())
+    assert stream.aborted
+
+
+def test_a_stream_that_stops_normally_is_kept() -> None:
+    stream = EndsWith([" the price is low and it is well rated."], FinishReason.STOP)
+    assert explanation_for(stream).source == "llm"
