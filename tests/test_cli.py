@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,62 @@ def test_missing_model_file_is_a_clear_error(market: Path, tmp_path: Path) -> No
     not_gguf.write_text("hello")
     result = run_cli("ask", "--db", str(market), "--model", str(not_gguf), "Aurora NC700?")
     assert result.returncode == 2 and "not a GGUF" in result.stderr
+
+
+def test_a_model_file_llama_cpp_cannot_load_is_a_clear_error(market: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
+    result = run_cli("ask", "--db", str(market), "--model", str(broken), "Aurora NC700?")
+    assert result.returncode == 2, result.stderr
+    assert f"llama.cpp could not load {broken}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+NOT_SQLITE = (b"this is not sqlite", "not a usable worthit database")
+TOO_NEW = (None, "database schema is version 99, this worthit knows up to")
+MARKET_COMMANDS = [
+    ("facts", "S1"),
+    ("ask", "--no-llm", "Aurora NC700?"),
+    ("import", "-"),
+    ("simulate", "--skus", "5", "--days", "10"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "content", "message"),
+    [(args, *case) for args in MARKET_COMMANDS for case in (NOT_SQLITE, TOO_NEW)]
+    + [(("keys", "list"), *NOT_SQLITE)],  # keys keep their own table, outside the schema
+)
+def test_a_db_that_is_not_ours_is_a_clear_error(
+    tmp_path: Path, args: tuple[str, ...], content: bytes | None, message: str
+) -> None:
+    db = tmp_path / "x.db"
+    if content is None:
+        with sqlite3.connect(db) as conn:
+            conn.execute("PRAGMA user_version = 99")
+    else:
+        db.write_bytes(content)
+    command = args[:2] if args[0] == "keys" else args[:1]
+    result = run_cli(*command, "--db", str(db), *args[len(command) :], stdin="")
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_worthit_db_names_the_database_for_every_command(market: Path, tmp_path: Path) -> None:
+    env = {"WORTHIT_DB": str(market)}
+    assert run_cli("facts", "S1", "--json", env=env).returncode == 0
+    answer = run_cli("ask", "--no-llm", "--json", "Aurora NC700?", env=env)
+    assert json.loads(answer.stdout)["sku"] == "S1"
+    fresh = tmp_path / "sim" / "s.db"
+    sim = run_cli("simulate", "--skus", "5", "--days", "10", env={"WORTHIT_DB": str(fresh)})
+    assert sim.returncode == 0 and fresh.exists()
+
+
+def test_facts_does_not_create_folders_for_a_database_that_is_not_there(tmp_path: Path) -> None:
+    result = run_cli("facts", "--db", str(tmp_path / "no" / "m.db"), "S1")
+    assert result.returncode == 2 and "no database at" in result.stderr
+    assert not (tmp_path / "no").exists()
 
 
 def test_facts_json(market: Path) -> None:

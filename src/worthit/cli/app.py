@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from worthit.cli.ask import ask_command
+from worthit.cli.errors import user_errors
 from worthit.cli.facts import facts_command
 from worthit.cli.keys import keys_app
 from worthit.cli.market import import_command, simulate_command
@@ -17,11 +18,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("ask")(ask_command)
-app.command("facts")(facts_command)
-app.command("import")(import_command)
-app.command("simulate")(simulate_command)
-app.command("serve")(serve_command)
+app.command("ask")(user_errors(ask_command))
+app.command("facts")(user_errors(facts_command))
+app.command("import")(user_errors(import_command))
+app.command("simulate")(user_errors(simulate_command))
+app.command("serve")(user_errors(serve_command))
 app.add_typer(keys_app, name="keys")
 
 

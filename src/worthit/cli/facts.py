@@ -21,7 +21,7 @@ def facts_command(
     as_json: JsonOption = False,
 ) -> None:
     """Print one product's fact sheet as of now."""
-    path = db_path(db)
+    path = db_path(db, create=False)
     if not path.exists():
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)

@@ -14,6 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from worthit.cli.errors import user_errors
 from worthit.cli.options import DbOption, JsonOption, db_path
 from worthit.cli.progress import stderr
 from worthit.server.tenants import (
@@ -37,6 +38,7 @@ keys_app = typer.Typer(
 
 
 @keys_app.command("create")
+@user_errors
 def create_command(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant the key belongs to.")],
     priority: Annotated[
@@ -73,6 +75,7 @@ def create_command(
 
 
 @keys_app.command("list")
+@user_errors
 def list_command(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Every key, revoked ones included (never the key itself)."""
     keys = _store(db).list()
@@ -86,6 +89,7 @@ def list_command(db: DbOption = None, as_json: JsonOption = False) -> None:
 
 
 @keys_app.command("revoke")
+@user_errors
 def revoke_command(
     key_id: Annotated[str, typer.Argument(help="The key id (wk_…) from `keys list`.")],
     db: DbOption = None,

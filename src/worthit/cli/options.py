@@ -29,7 +29,9 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object for machines.")]
 
 
-def db_path(db: Path | None) -> Path:
+def db_path(db: Path | None, create: bool = True) -> Path:
+    """The database path; its folder is made only for commands that may create the file."""
     path = db or default_db()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
     return path

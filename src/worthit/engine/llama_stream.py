@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from worthit.engine.chat import ChatTemplate
+from worthit.engine.errors import ModelLoadError
 from worthit.engine.model_files import resolve_model_path
 
 DEFAULT_CONTEXT = 2048
@@ -31,14 +32,17 @@ class LlamaStreamer:
         from llama_cpp import Llama
 
         self.model_path = resolve_model_path(model_path)
-        self._llama: Any = Llama(
-            model_path=str(self.model_path),
-            n_ctx=n_ctx,
-            n_threads=n_threads or min(4, os.cpu_count() or 1),
-            seed=seed,
-            flash_attn=True,  # as the engine runs it (EngineConfig.flash_attn)
-            verbose=False,
-        )
+        try:
+            self._llama: Any = Llama(
+                model_path=str(self.model_path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or min(4, os.cpu_count() or 1),
+                seed=seed,
+                flash_attn=True,  # as the engine runs it (EngineConfig.flash_attn)
+                verbose=False,
+            )
+        except ValueError as exc:  # what llama-cpp-python raises for a file it cannot load
+            raise ModelLoadError(f"llama.cpp could not load {self.model_path}: {exc}") from None
         self._lock = threading.Lock()
         self._template = _chat_template(self._llama)
 

@@ -1,0 +1,41 @@
+"""Mistakes a user can make that end in a message and exit code 2, never a traceback.
+
+Every command can be pointed at a file that is not a worthit database, a database from a
+newer worthit, or a model file llama.cpp cannot load; the message names what was wrong.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import typer
+
+from worthit.cli.progress import stderr
+from worthit.engine.errors import ModelLoadError
+from worthit.market.migrations import SchemaTooNewError
+
+EXIT_USAGE = 2
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """The command, with the user's mistakes turned into `error: …` and exit code 2."""
+
+    @functools.wraps(command)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            stderr.print(f"[red]error:[/] the --db file is not a usable worthit database: {exc}")
+        except SchemaTooNewError as exc:
+            stderr.print(f"[red]error:[/] {exc}")
+        except ModelLoadError as exc:
+            stderr.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE)
+
+    return guarded
