@@ -5,11 +5,13 @@ from __future__ import annotations
 import random
 import sqlite3
 import statistics
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from worthit.decide.rules import decide_verdict
+from worthit.facts.builder import FactsBuilder
 from worthit.market.categories import CATEGORIES
 from worthit.market.names import Namer
 from worthit.market.records import ProductRecord
@@ -21,7 +23,7 @@ from worthit.market.simulator import (
     simulate,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, date_to_ms
+from worthit.market.timeutil import DAY_MS, date_to_ms, to_ms
 
 END = date(2025, 11, 30)
 SKUS, DAYS, SEED = 60, 120, 11
@@ -270,3 +272,20 @@ def test_bad_sizes_are_refused() -> None:
         list(generate(1, 0, SEED, END))
     with pytest.raises(ValueError, match="skus"):
         list(generate(-1, 1, SEED, END))
+
+
+@pytest.mark.parametrize("end_day", [27, 28, 29, 30])
+@pytest.mark.parametrize("seed", range(1, 7))
+def test_the_demo_scenarios_hold_for_any_seed(tmp_path: Path, seed: int, end_day: int) -> None:
+    """S1–S4 are documented scenarios: a seed's noise must not turn them into another verdict."""
+    end = date(2026, 11, end_day)
+    store = MarketStore(tmp_path / "m.db")
+    simulate(store, skus=30, days=90, seed=seed, end=end)
+    builder = FactsBuilder(store)
+    at = to_ms(datetime(2026, 11, end_day, 12, tzinfo=UTC))
+    verdicts = {}
+    for sku in ("S1", "S2", "S3", "S4"):
+        sheet = builder.build(sku, at_ms=at)
+        assert sheet is not None
+        verdicts[sku] = decide_verdict(sheet).kind.value
+    assert verdicts == {"S1": "BUY", "S2": "WAIT", "S3": "SKIP", "S4": "INSUFFICIENT_DATA"}

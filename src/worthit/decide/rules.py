@@ -7,12 +7,13 @@ Thresholds and their sources are in docs/verdict.md; keep the two in step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from worthit.decide.phrasing import money, number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
-from worthit.facts.sheet import FactSheet
+from worthit.facts.sheet import FactSheet, RatingFacts
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,12 @@ class Thresholds:
     upcoming_saving_pct: float = 5.0
     was_price_gap_pct: float = 15.0
     quality_floor: float = 3.5
+    min_reviews_quality: int = 10
     rating_drop: float = 0.7
-    min_recent_reviews: int = 5
+    min_recent_reviews: int = 10
+    rating_sd: float = 1.1
+    rating_drop_z: float = 2.0
+    reviews_for_full_confidence: int = 50
     well_rated: float = 4.2
     min_reviews_well_rated: int = 20
     low_stock: int = 5
@@ -229,14 +234,18 @@ def _promotions(r: _Reasons, t: Thresholds) -> None:
 
 def _quality(r: _Reasons, t: Thresholds) -> None:
     rating = r.sheet.rating
-    if rating.bayesian is not None and rating.count > 0 and rating.bayesian < t.quality_floor:
+    if (
+        rating.bayesian is not None
+        and rating.count >= t.min_reviews_quality
+        and rating.bayesian < t.quality_floor
+    ):
         r.add("quality_floor", Polarity.SKIP, {"rating": rating.bayesian, "count": rating.count})
     if (
         rating.trend is not None
         and rating.recent_mean is not None
         and rating.earlier_mean is not None
         and rating.recent_count >= t.min_recent_reviews
-        and rating.trend <= -t.rating_drop
+        and rating.trend <= -max(t.rating_drop, t.rating_drop_z * _drop_stderr(rating, t))
     ):
         r.add(
             "rating_falling",
@@ -249,6 +258,12 @@ def _quality(r: _Reasons, t: Thresholds) -> None:
         and rating.count >= t.min_reviews_well_rated
     ):
         r.add("well_rated", Polarity.BUY, {"rating": rating.bayesian, "count": rating.count})
+
+
+def _drop_stderr(rating: RatingFacts, t: Thresholds) -> float:
+    """Standard error of recent mean − earlier mean, taking one review's spread as rating_sd."""
+    earlier = max(1, rating.count - rating.recent_count)
+    return t.rating_sd * math.sqrt(1 / rating.recent_count + 1 / earlier)
 
 
 def _stock(r: _Reasons, t: Thresholds) -> None:
@@ -303,7 +318,7 @@ def _choose(
 ) -> tuple[VerdictKind, float]:
     skip = _score(reasons, Polarity.SKIP)
     if skip:
-        return VerdictKind.SKIP, _clamp(0.6 + 0.1 * skip)
+        return VerdictKind.SKIP, _clamp((0.6 + 0.1 * skip) * _review_evidence(reasons, sheet, t))
     if not priced:
         return VerdictKind.INSUFFICIENT_DATA, 0.9
     buy = _score(reasons, Polarity.BUY)
@@ -318,6 +333,20 @@ def _choose(
         return VerdictKind.WAIT, _clamp((0.5 + 0.1 * (wait - buy)) * history)
     fair = VerdictKind.BUY if "well_rated" in codes else VerdictKind.WAIT
     return fair, _clamp(0.5 * history)
+
+
+def _review_evidence(reasons: list[Reason], sheet: FactSheet, t: Thresholds) -> float:
+    """0.8 to 1: a quality judgement on 50 reviews is surer than one on 10.
+
+    Counts the reviews behind the skip reasons: all of them for the floor, the recent
+    ones for a falling rating.
+    """
+    codes = {x.code for x in reasons if x.polarity is Polarity.SKIP}
+    behind = max(
+        sheet.rating.count if "quality_floor" in codes else 0,
+        sheet.rating.recent_count if "rating_falling" in codes else 0,
+    )
+    return 0.8 + 0.2 * min(1.0, behind / t.reviews_for_full_confidence)
 
 
 def _clamp(value: float) -> float:

@@ -429,7 +429,16 @@ def _shape_fake_discount(plan: _Plan, window: _Window, events: Sequence[SaleEven
         deals=tuple(deals),
     )
     demand, inventory = _steady(6.0)
-    return replace(plan, first_day=0, pricing=pricing, demand=demand, inventory=inventory)
+    # the scenario is the price: a decent product whatever the seed, so quality never decides
+    reviewing = replace(plan.reviewing, quality=4.1, drop=0.0, drop_from=window.days)
+    return replace(
+        plan,
+        first_day=0,
+        pricing=pricing,
+        demand=demand,
+        inventory=inventory,
+        reviewing=reviewing,
+    )
 
 
 def _shape_rating_drop(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
@@ -462,7 +471,9 @@ def _shape_rating_drop(plan: _Plan, window: _Window, events: Sequence[SaleEvent]
 def _shape_new_listing(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
     pricing = replace(plan.pricing, base=199.99, list_factor=1.1, deals=())
     demand, inventory = _steady(3.0)
-    reviewing = replace(plan.reviewing, drop=0.0, drop_from=window.days, hostile_days=())
+    reviewing = replace(
+        plan.reviewing, quality=4.2, drop=0.0, drop_from=window.days, hostile_days=()
+    )
     return replace(
         plan,
         first_day=max(0, window.days - 4),
