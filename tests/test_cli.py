@@ -70,6 +70,29 @@ def test_compare_and_top_n(market: Path) -> None:
     assert values == sorted(values, reverse=True)
 
 
+def test_a_budget_filters_rankings_and_weighs_on_a_verdict(market: Path) -> None:
+    top = ask(market, "top 3 headphones under $260 by sales in the last 7 days")
+    ranked = [item["sku"] for item in top["ranking"]]  # type: ignore[union-attr]
+    facts = {sku: json.loads(run_cli("facts", "--db", str(market), sku, "--json").stdout)
+             for sku in ranked}  # fmt: skip
+    assert ranked and all(sheet["current_price"] <= 260 for sheet in facts.values())
+    assert top["summary"][0]["code"] == "top_budget"  # type: ignore[index]
+    over = ask(market, "Is the Aurora NC700 worth buying under $100?")
+    assert over["verdict"] == "WAIT"
+    assert over["reasons"][0]["code"] == "over_budget"  # type: ignore[index]
+
+
+def test_rankings_and_comparisons_are_printed_once(market: Path) -> None:
+    result = run_cli("ask", "--db", str(market), "--no-llm", "top 3 headphones by sales")
+    assert result.stdout.count("#1 ") == 1, result.stdout
+    assert "withdrawn" not in result.stdout
+
+
+def test_no_llm_does_not_say_model_text_was_withdrawn(market: Path) -> None:
+    result = run_cli("ask", "--db", str(market), "--no-llm", "Is the Aurora NC700 worth buying?")
+    assert "withdrawn" not in result.stdout and "Worth buying now" in result.stdout
+
+
 def test_sku_option_skips_resolution(market: Path) -> None:
     assert ask(market, "worth it?", "--sku", "S3")["verdict"] == "SKIP"
 

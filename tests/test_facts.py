@@ -158,3 +158,22 @@ def test_rankings_by_sales_and_by_rating_in_a_window(store: MarketStore) -> None
     assert by_rating[0].value > by_rating[1].value
     assert rankings.top("headphones", "sales", 7, 3) is rankings.top("headphones", "sales", 7, 3)
     assert rankings.top("tvs", "sales", 7, 3, at_ms=AT) == []
+
+
+def test_a_budget_ranks_only_what_is_priced_within_it(store: MarketStore) -> None:
+    """S1 sells least but is the only one under 290: it is ranked first, not dropped by a cut."""
+    store.apply(
+        [
+            ProductRecord(sku="S2", title="Borealis Buds", brand="B", category="headphones"),
+            PriceRecord(sku="S2", ts=days_ago(1), price=399.0),
+            PriceRecord(sku="S2", ts=days_ago(-1), price=199.0),  # not yet: after AT
+            SalesRecord(sku="S2", date=NOW.date(), units=500),
+            ProductRecord(sku="S3", title="Unpriced Pods", brand="C", category="headphones"),
+            SalesRecord(sku="S3", date=NOW.date(), units=400),
+        ]  # type: ignore[arg-type]
+    )
+    rankings = Rankings(FactsBuilder(store))
+    assert [i.sku for i in rankings.top("headphones", "sales", 7, 1, at_ms=AT)] == ["S2"]
+    within = rankings.top("headphones", "sales", 7, 1, at_ms=AT, max_price=290.0)
+    assert [(i.rank, i.sku) for i in within] == [(1, "S1")]
+    assert rankings.top("headphones", "sales", 7, 3, at_ms=AT, max_price=279.99) == []

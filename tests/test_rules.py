@@ -236,6 +236,17 @@ def test_skip_confidence_grows_with_the_reviews_behind_it() -> None:
     assert confidence(500) == 0.9
 
 
+@pytest.mark.parametrize(("budget", "over"), [(299.99, True), (300.0, False), (None, False)])
+def test_over_the_shoppers_budget_means_wait(budget: float | None, over: bool) -> None:
+    deal = neutral(current_price=252.0, windows=with_avg90(300.0), percentile_90d=2.0)
+    verdict = decide_verdict(replace(deal, current_price=300.0), budget=budget)
+    assert ("over_budget" in {r.code for r in verdict.reasons}) is over
+    if over:
+        assert verdict.kind is VerdictKind.WAIT
+        assert verdict.reasons[0].text == "At $300.00 it is over your budget of $299.99."
+    assert decide_verdict(deal, budget=300.0).kind is VerdictKind.BUY
+
+
 def test_quality_skip_wins_even_without_price_history() -> None:
     sheet = neutral(observations=3, rating=make_rating(bayesian=2.1, count=40, trend=0.0))
     assert decide_verdict(sheet).kind is VerdictKind.SKIP

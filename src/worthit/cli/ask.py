@@ -102,7 +102,9 @@ def _show_decision(out: Console, event: VerdictReady) -> None:
 
 def _show_end(out: Console, finished: Finished) -> None:
     explanation = finished.explanation
-    if explanation is not None:
+    if explanation is not None and explanation.fallback_reason == "summary":
+        pass  # a ranking or a comparison: its sentences are already printed above
+    elif explanation is not None:
         if explanation.source == "template":
             if explanation.streamed:
                 detail = ", ".join(explanation.ungrounded)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from worthit.decide.intent import Intent, IntentKind, parse_intent
-from worthit.decide.phrasing import number, sentence
+from worthit.decide.phrasing import number, sentence, verdict_name
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
@@ -133,7 +133,7 @@ class Decider:
                 Decision(question, intent, DecisionStatus.UNKNOWN_PRODUCT, resolutions=resolutions),
                 clock,
             )
-        verdict = decide_verdict(sheet, intent.language)
+        verdict = decide_verdict(sheet, intent.language, budget=intent.budget)
         clock.lap("verdict")
         decision = Decision(
             question,
@@ -157,16 +157,18 @@ class Decider:
         for sku in skus:
             sheet = self.facts.get(sku)
             if sheet is not None:
-                judged.append(Judged(sheet, decide_verdict(sheet, intent.language)))
+                judged.append(
+                    Judged(sheet, decide_verdict(sheet, intent.language, budget=intent.budget))
+                )
         clock.lap("facts")
         ranked = sorted(judged, key=_compare_key, reverse=True)
         best, other = ranked[0], ranked[1]
         tie = _compare_key(best) == _compare_key(other)
         values: dict[str, str | float] = {
             "title": best.sheet.title,
-            "kind": best.verdict.kind.value,
+            "kind": verdict_name(best.verdict.kind.value, intent.language),
             "other_title": other.sheet.title,
-            "other_kind": other.verdict.kind.value,
+            "other_kind": verdict_name(other.verdict.kind.value, intent.language),
             "rating": best.sheet.rating.bayesian or 0.0,
             "other_rating": other.sheet.rating.bayesian or 0.0,
         }
@@ -202,7 +204,7 @@ class Decider:
         n = min(MAX_TOP_N, intent.n or DEFAULT_TOP_N)
         days = intent.window_days or DEFAULT_TOP_WINDOW_DAYS
         metric = intent.metric or "sales"
-        items = self.rankings.top(intent.category, metric, days, n)
+        items = self.rankings.top(intent.category, metric, days, n, max_price=intent.budget)
         clock.lap("facts")
         category = BY_KEY.get(intent.category or "")
         category_name = (
@@ -240,6 +242,15 @@ class Decider:
                 )
                 for item in items
             )
+        if intent.budget is not None:
+            shown = {"budget": number(intent.budget)}
+            limit = Reason(
+                "top_budget",
+                Polarity.INFO,
+                {"budget": intent.budget},
+                sentence("top_budget", intent.language, shown),
+            )
+            summary = (limit, *summary)
         clock.lap("verdict")
         return self._finish(
             Decision(

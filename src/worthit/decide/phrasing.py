@@ -42,6 +42,8 @@ _EN: dict[str, str] = {
     ),
     "well_rated": "Well rated: {rating}/5 from {count} reviews.",
     "out_of_stock": "It is out of stock right now.",
+    "over_budget": "At {current} it is over your budget of {budget}.",
+    "top_budget": "Only products priced at or under {budget} today.",
     "low_stock": "Only {quantity} left in stock.",
     "compare_pick": "{title} is the better choice: {kind} against {other_kind} for {other_title}.",
     "compare_pick_rating": (
@@ -77,18 +79,33 @@ _ZH: dict[str, str] = {
     "rating_falling": "近期口碑下滑：近{recent_days}天评分{recent}/5，此前为{earlier}/5。",
     "well_rated": "口碑不错：{count}条评价，评分{rating}/5。",
     "out_of_stock": "目前缺货。",
+    "over_budget": "当前价{current}，超出了你的预算{budget}。",
+    "top_budget": "只列出当前价格不超过{budget}的商品。",
     "low_stock": "库存仅剩{quantity}件。",
-    "compare_pick": "{title}更值得买：结论为{kind}，而{other_title}为{other_kind}。",
+    "compare_pick": "{title}更值得买：结论为“{kind}”，而{other_title}为“{other_kind}”。",
     "compare_pick_rating": (
-        "{title}更值得买：两者结论都是{kind}，但它的评分为{rating}/5，{other_title}为{other_rating}/5。"
+        "{title}更值得买：两者结论都是“{kind}”，但它的评分为{rating}/5，{other_title}为{other_rating}/5。"
     ),
-    "compare_tie": "两者难分高下：{title}为{kind}，{other_title}为{other_kind}。",
+    "compare_tie": "两者难分高下：{title}为“{kind}”，{other_title}为“{other_kind}”。",
     "top_sales": "第{rank}名 {title}：近{days}天售出{value}件。",
     "top_rating": "第{rank}名 {title}：近{days}天{count}条评价，评分{value}/5。",
     "top_empty": "近{days}天没有{category}的销量或评价。",
 }
 
 _CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+
+_KIND_ZH = {
+    "BUY": "值得买",
+    "WAIT": "建议等等",
+    "SKIP": "不建议买",
+    "INSUFFICIENT_DATA": "数据不足",
+}
+
+
+def verdict_name(kind: str, language: str) -> str:
+    """A verdict as a compare sentence names it: the enum in English, words in Chinese."""
+    return _KIND_ZH.get(kind, kind) if language == "zh" else kind
 
 
 def money(amount: float, currency: str) -> str:

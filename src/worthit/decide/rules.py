@@ -55,6 +55,7 @@ _WEIGHTS: dict[str, float] = {
     "was_price_untrusted": 0.5,
     "upcoming_sale": 2.0,
     "out_of_stock": 2.0,
+    "over_budget": 2.0,
     "quality_floor": 3.0,
     "rating_falling": 3.0,
 }
@@ -276,6 +277,18 @@ def _stock(r: _Reasons, t: Thresholds) -> None:
         r.add("low_stock", Polarity.INFO, {"quantity": quantity})
 
 
+def _budget(r: _Reasons, budget: float | None) -> None:
+    """Over the shopper's own limit, today's price is a reason to wait, however good."""
+    price = r.sheet.current_price
+    if budget is not None and price is not None and price > budget:
+        r.add(
+            "over_budget",
+            Polarity.WAIT,
+            {"current": price, "budget": budget},
+            {"current": r.money(price), "budget": r.money(budget)},
+        )
+
+
 _PRICE_RULES: tuple[Callable[[_Reasons, Thresholds], None], ...] = (
     _all_time_low,
     _average_delta,
@@ -287,13 +300,18 @@ _PRICE_RULES: tuple[Callable[[_Reasons, Thresholds], None], ...] = (
 
 
 def decide_verdict(
-    sheet: FactSheet, language: str = "en", thresholds: Thresholds = DEFAULT_THRESHOLDS
+    sheet: FactSheet,
+    language: str = "en",
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    budget: float | None = None,
 ) -> Verdict:
-    """The verdict from facts alone. Pure: the same sheet always gives the same verdict."""
+    """The verdict from facts alone (and the shopper's budget, when they gave one).
+    Pure: the same sheet and budget always give the same verdict."""
     t = thresholds
     r = _Reasons(sheet, language)
     _quality(r, t)
     _stock(r, t)
+    _budget(r, budget)
     priced = _price_history(r, t)
     if priced:
         for rule in _PRICE_RULES:
@@ -325,7 +343,7 @@ def _choose(
     wait = _score(reasons, Polarity.WAIT)
     codes = {x.code for x in reasons}
     history = 0.8 + 0.2 * min(1.0, sheet.days_tracked / 90)
-    if "out_of_stock" in codes or "upcoming_sale" in codes:
+    if codes & {"out_of_stock", "upcoming_sale", "over_budget"}:
         return VerdictKind.WAIT, _clamp((0.6 + 0.08 * wait) * history)
     if buy > wait:
         return VerdictKind.BUY, _clamp((0.5 + 0.1 * (buy - wait)) * history)

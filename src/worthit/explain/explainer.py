@@ -90,6 +90,8 @@ class ExplanationRun:
         self._pending = self._guard.feed(self.prefix)
         self._started = time.perf_counter()
         self._first_piece_ms: float | None = None
+        self._released = ""
+        """What feed() has handed out to be shown: the model's text the shopper saw."""
 
     @property
     def done(self) -> bool:
@@ -106,6 +108,7 @@ class ExplanationRun:
         self._pending = ""
         if repetitive(self._guard.text):
             raise FallbackError(self.fallback("repetitive"))
+        self._released += out
         return out
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
@@ -140,7 +143,7 @@ class ExplanationRun:
             finish_reason="fallback",
             fallback_reason=why,
             ungrounded=ungrounded,
-            streamed=self._guard.shown,
+            streamed=self._released,
             timings_ms={"llm_total": _ms(self._started)},
         )
 

@@ -7,9 +7,10 @@ while staying fresher than the data feed itself.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Literal
 
@@ -36,37 +37,71 @@ class Rankings:
     def __init__(self, builder: FactsBuilder, max_age_s: float = 10.0) -> None:
         self.builder = builder
         self.max_age_s = max_age_s
-        self._cache: dict[tuple[str | None, str, int, int], tuple[float, list[RankedItem]]] = {}
+        self._cache: dict[
+            tuple[str | None, str, int, int, float | None], tuple[float, list[RankedItem]]
+        ] = {}
         self._lock = threading.Lock()
 
     def top(
-        self, category: str | None, metric: Metric, days: int, n: int, at_ms: int | None = None
+        self,
+        category: str | None,
+        metric: Metric,
+        days: int,
+        n: int,
+        at_ms: int | None = None,
+        max_price: float | None = None,
     ) -> list[RankedItem]:
-        """The ranking now (cached), or as of `at_ms` (computed afresh)."""
+        """The ranking now (cached), or as of `at_ms` (computed afresh); with `max_price`,
+        only products whose price at that moment is at most that."""
         if at_ms is not None:
-            return self._compute(category, metric, days, n, at_ms)
-        key = (category, metric, days, n)
+            return self._ranked(category, metric, days, n, at_ms, max_price)
+        key = (category, metric, days, n, max_price)
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(key)
         if cached is not None and now - cached[0] < self.max_age_s:
             return cached[1]
-        items = self._compute(category, metric, days, n, now_ms())
+        items = self._ranked(category, metric, days, n, now_ms(), max_price)
         with self._lock:
             self._cache[key] = (now, items)
         return items
 
-    def _compute(
-        self, category: str | None, metric: Metric, days: int, n: int, at: int
+    def _ranked(
+        self,
+        category: str | None,
+        metric: Metric,
+        days: int,
+        n: int,
+        at: int,
+        max_price: float | None,
     ) -> list[RankedItem]:
+        if max_price is None:
+            return self._compute(category, metric, days, n, at)
+        whole = self._compute(category, metric, days, None, at)  # filter first, then cut
+        return self._within(whole, max_price, at)[:n]
+
+    def _within(
+        self, items: list[RankedItem], max_price: float, at: int
+    ) -> list[RankedItem]:
+        """The items priced at most `max_price` at `at`, ranked again from 1."""
+        prices = self.builder.store.current_prices([item.sku for item in items], at)
+        kept = [item for item in items if prices.get(item.sku, math.inf) <= max_price]
+        return [replace(item, rank=i + 1) for i, item in enumerate(kept)]
+
+    def _compute(
+        self, category: str | None, metric: Metric, days: int, n: int | None, at: int
+    ) -> list[RankedItem]:
+        """The top n, or the whole ranking when n is None."""
         if metric == "rating":
             return self._top_rated(category, days, n, at)
         return self._top_selling(category, days, n, at)
 
-    def _top_selling(self, category: str | None, days: int, n: int, at: int) -> list[RankedItem]:
+    def _top_selling(
+        self, category: str | None, days: int, n: int | None, at: int
+    ) -> list[RankedItem]:
         today = from_ms(at).date()
         since = (today - timedelta(days=days - 1)).isoformat()
-        rows = self.builder.store.top_by_sales(category, since, today.isoformat(), n)
+        rows = self.builder.store.top_by_sales(category, since, today.isoformat(), n or -1)
         titles = self.builder.store.titles([sku for sku, _ in rows])
         return [
             RankedItem(i + 1, sku, titles.get(sku, sku), "sales", float(units), units)
@@ -74,7 +109,9 @@ class Rankings:
             if units > 0
         ]
 
-    def _top_rated(self, category: str | None, days: int, n: int, at: int) -> list[RankedItem]:
+    def _top_rated(
+        self, category: str | None, days: int, n: int | None, at: int
+    ) -> list[RankedItem]:
         rows = self.builder.store.ratings_in_window(category, at - days * DAY_MS, at)
         prior = self.builder.category_prior(category or "")
         scored = sorted(

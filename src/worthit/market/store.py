@@ -252,6 +252,19 @@ class MarketStore:
         )
         return [PricePoint(*row) for row in rows]
 
+    def current_prices(self, skus: Iterable[str], until_ms: int) -> dict[str, float]:
+        """Each product's latest price at `until_ms` (one index probe each); none if unpriced."""
+        conn = self._conn()
+        found = {}
+        for sku in skus:
+            row = conn.execute(
+                "SELECT price FROM prices WHERE sku = ? AND ts <= ? ORDER BY ts DESC LIMIT 1",
+                (sku, until_ms),
+            ).fetchone()
+            if row is not None:
+                found[sku] = float(row[0])
+        return found
+
     def latest_stock(self, sku: str, until_ms: int | None = None) -> StockLevel | None:
         row = (
             self._conn()
