@@ -1,8 +1,8 @@
 """Question → verdict, in-process, over many questions (no LLM; design budget ≤ 5 ms P99).
 
-Runs the same question stream twice in one process: through the facts cache (how the
-service runs) and with the cache bypassed (every question rebuilds its fact sheet from
-SQLite), and reports both and their ratio.
+Runs the same question stream twice in one process: through the facts and rankings
+caches (how the service runs) and with both bypassed (every question rebuilds its fact
+sheet or ranking from SQLite), and reports both and their ratio.
 
     .venv/bin/python bench/decide.py --db var/demo.db --questions 10000
 """
@@ -20,7 +20,9 @@ from worthit.decide.decider import Decider
 from worthit.decide.resolve import ProductResolver
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
+from worthit.facts.rankings import Rankings
 from worthit.market.categories import CATEGORIES
+from worthit.market.entities import SearchHit
 from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 
@@ -39,9 +41,9 @@ TOP = [
 
 
 def questions(store: MarketStore, n: int, seed: int) -> list[str]:
-    """Zipf-weighted products, as real traffic concentrates on a few best-sellers."""
+    """Zipf-weighted products by last week's sales, as traffic concentrates on best-sellers."""
     rng = random.Random(seed)
-    names = store.all_names()
+    names = by_sales(store)
     weights = [1.0 / (rank + 1) for rank in range(len(names))]
     out = []
     for _ in range(n):
@@ -60,6 +62,14 @@ def questions(store: MarketStore, n: int, seed: int) -> list[str]:
             )
             out.append(rng.choice(EN).format(name=name, other=other.title))
     return out
+
+
+def by_sales(store: MarketStore) -> list[SearchHit]:
+    """Every product, best seller of the last 7 days first (then the unsold, by sku)."""
+    names = store.all_names()
+    ranked = Rankings(FactsBuilder(store)).top(None, "sales", 7, len(names))
+    order = {item.sku: i for i, item in enumerate(ranked)}
+    return sorted(names, key=lambda hit: order.get(hit.sku, len(order)))
 
 
 def run(decider: Decider, qs: list[str]) -> tuple[list[float], dict[str, int]]:
@@ -93,6 +103,7 @@ def main() -> None:
     resolver = ProductResolver(store)
     cached = Decider(FactsCache(FactsBuilder(store)), resolver)
     uncached = Decider(FactsCache(FactsBuilder(store), max_age_s=0.0), resolver)
+    uncached.rankings.max_age_s = 0.0  # the anchor recomputes rankings too
     run(cached, qs[:200])  # warm the resolver cache and SQLite pages for both runs alike
     results = {}
     for label, decider in (("cached facts", cached), ("facts rebuilt per question", uncached)):
