@@ -98,6 +98,14 @@ def test_an_invented_price_falls_back_to_the_template_before_it_is_shown() -> No
     assert "27" not in shown
 
 
+def test_a_date_split_across_tokens_is_judged_whole() -> None:
+    """'2025-11-' alone reads as a stray 11; the guard must wait for the whole date."""
+    sheet = make_sheet(all_time_low_at="2025-11-28T12:00:00Z")
+    guard = GuardedStream(allowed_numbers(sheet, BUY))
+    out = "".join(guard.feed(piece) for piece in [" its low was on 2025", "-11-", "28", "."])
+    assert out + guard.finish() == " its low was on 2025-11-28."
+
+
 def test_looping_output_is_cut_off() -> None:
     model = Scripted(*([" buy now"] * 40))
     _, final = run(model)

@@ -126,3 +126,35 @@ def test_any_formatting_of_a_fact_passes(value: Decimal, template: str) -> None:
 @given(st.decimals(min_value=1, max_value=10**6, places=2, allow_nan=False))
 def test_a_different_price_fails(value: Decimal) -> None:
     assert not check_grounding(f"${value + 1:,.2f}", {value}).ok
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("The all-time low was on 2025-11-28.", True),
+        ("It hit its low on 11/28.", True),
+        ("历史最低价出现在11月28日。", True),
+        ("Lowest on Nov 28, 2025.", True),
+        ("Lowest on 28 November.", True),
+        ("Only 28 left!", False),  # 28 is a day of a date, not a count
+        ("Only 11 left!", False),
+        ("Only 17 left!", False),  # the hour of a timestamp is no fact at all
+        ("Sold 2025 units.", True),  # a year is a number of its own (and rare as a count)
+    ],
+)
+def test_month_and_day_numbers_pass_only_inside_dates(text: str, ok: bool) -> None:
+    sheet = make_sheet(stock=42, all_time_low_at="2025-11-28T17:00:00Z")
+    assert check_grounding(text, allowed_numbers(sheet, make_verdict(reasons=()))).ok is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "fact", "ok"),
+    [
+        ("2 left", "2.7", False),
+        ("3 left", "2.7", True),
+        ("2 left", "2.5", True),
+        ("12", "12.7", True),
+    ],
+)
+def test_a_small_whole_number_is_rounded_not_truncated(text: str, fact: str, ok: bool) -> None:
+    assert check_grounding(text, allowed(fact)).ok is ok

@@ -13,14 +13,19 @@ Matching rule:
    are dropped ("down 3.2%" for a trend of -3.2) and k/千/万/亿 multiply ("3.2万" is
    32000). Chinese numerals are not read.
 2. A written number passes when an allowed number, divided by the written multiplier and
-   rounded half-up or truncated to the decimal places the text used, equals it: "4.3" and
-   "4.2" pass for 4.2857, "299" for 299.4 and 299.99, "299.00" for 299, "4.30" fails.
+   rounded half-up, half-even or truncated to the decimal places the text used, equals it:
+   "4.3" and "4.2" pass for 4.2857, "299" for 299.4 and 299.99, "299.00" for 299, "4.30"
+   fails. A whole number under 10 is not truncated: "2 left" does not pass for 2.7.
 3. Allowed: every number of the sheet except its bookkeeping (revision, data age, as_of),
-   with a 0..1 percentile also as 0..100; the year, month and day of its dates; numbers in
-   the title, brand, category and promotion names (model code NC700 gives 700); every
-   number in the verdict's reasons, in `numbers` and in `text`; and the labels the facts
-   block prints: 3 (sales in the last 3 days), 5 (the rating scale), 30 and 90.
-4. Nothing else is free: no small counts, no ordinals, no numbers from the question.
+   with a 0..1 percentile also as 0..100; the years of its dates; numbers in the title,
+   brand, category and promotion names (model code NC700 gives 700); every number in the
+   verdict's reasons, in `numbers` and in `text`; and the labels the facts block prints: 3
+   (sales in the last 3 days), 5 (the rating scale), 30 and 90.
+4. The month and day of those dates pass only where the text writes a date: inside
+   2026-11-29 or 11/29, before 月, 日 or 号, or next to a month's name ("Nov 29", "29
+   March"). Anywhere else a 2 or a 29 must be a fact of its own: "only 2 left" fails
+   unless 2 is.
+5. Nothing else is free: no small counts, no ordinals, no numbers from the question.
 
 Check whole sentences: a number split across two streamed tokens reads as two numbers.
 """
@@ -34,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import (
     ROUND_DOWN,
+    ROUND_HALF_EVEN,
     ROUND_HALF_UP,
     Context,
     Decimal,
@@ -59,7 +65,17 @@ _MULTIPLIERS = {
     "亿": Decimal(10**8),
     "億": Decimal(10**8),
 }
-_ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_ROUNDED = (ROUND_HALF_UP, ROUND_HALF_EVEN)
+_ROUNDED_OR_CUT = (*_ROUNDED, ROUND_DOWN)
+_MONTH = (
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+)
+_DATE_SPANS = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}(?:/\d{2,4})?|\d{1,2}\s*[月日号]"
+    rf"|\b{_MONTH}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}",
+    re.IGNORECASE,
+)
+"""Where a text writes a date; a month or day number is grounded only inside one."""
 # Our own context: the decimal module's default one is process-global and mutable.
 _DECIMAL = Context(
     prec=60,
@@ -80,49 +96,71 @@ class GuardResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Grounds:
+    """What an explanation may write: numbers anywhere, month and day numbers in dates."""
+
+    numbers: frozenset[Decimal]
+    date_parts: frozenset[Decimal] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class _Written:
     text: str
     value: Decimal
     places: int
     multiplier: Decimal
+    in_date: bool = False
 
     def matches(self, allowed: Decimal) -> bool:
         scaled = _DECIMAL.divide(allowed, self.multiplier)
         if scaled == self.value:
             return True
         quantum = Decimal(1).scaleb(-self.places)
+        small_whole = self.places == 0 and self.value * self.multiplier < 10
+        roundings = _ROUNDED if small_whole else _ROUNDED_OR_CUT
         try:
             return any(
                 scaled.quantize(quantum, rounding=rounding, context=_DECIMAL) == self.value
-                for rounding in (ROUND_HALF_UP, ROUND_DOWN)
+                for rounding in roundings
             )
         except InvalidOperation:  # more digits than any price has: no rounding can match
             return False
 
+    def grounded(self, grounds: Grounds) -> bool:
+        if self.in_date and self.multiplier == 1 and self.value in grounds.date_parts:
+            return True
+        return any(self.matches(a) for a in grounds.numbers)
 
-def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> frozenset[Decimal]:
-    """Every number an explanation of `verdict` about `sheet` may write (rule 3 above)."""
+
+def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
+    """Every number an explanation of `verdict` about `sheet` may write (rules 3 and 4)."""
     allowed = set(_LABELS)
+    dates: set[Decimal] = set()
     allowed.update(_exact(v) for v in _sheet_numbers(sheet) if v is not None and math.isfinite(v))
-    for text in _sheet_texts(sheet):
-        allowed.update(_read(text))
-    for date in _sheet_dates(sheet):
-        allowed.update(_date_parts(date))
+    texts = [*_sheet_texts(sheet)]
+    texts.extend(date[:10] for date in _sheet_dates(sheet))  # the day, not the time
     for reason in verdict.reasons:
-        allowed.update(_read(reason.text))
+        texts.append(reason.text)
         for number in reason.numbers.values():
             if isinstance(number, str):
-                allowed.update(_read(number))
+                texts.append(number)
             elif math.isfinite(number):
                 allowed.add(_exact(number))
-    return frozenset(allowed)
+    for text in texts:
+        for written in _scan(text):
+            value = _DECIMAL.multiply(written.value, written.multiplier)
+            if not written.in_date or value >= 1000:  # a year is a number of its own
+                allowed.add(value)
+            else:
+                dates.add(value)
+    return Grounds(frozenset(allowed), frozenset(dates))
 
 
-def check_grounding(text: str, allowed: Iterable[Decimal]) -> GuardResult:
-    """Whether every number in `text` is one of `allowed`, after the rounding the text used."""
-    pool = tuple(allowed)
+def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardResult:
+    """Whether every number in `text` is allowed, after the rounding the text used."""
+    grounds = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
     written = _scan(text)
-    ungrounded = tuple(w.text for w in written if not any(w.matches(a) for a in pool))
+    ungrounded = tuple(w.text for w in written if not w.grounded(grounds))
     return GuardResult(
         ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=ungrounded
     )
@@ -131,27 +169,21 @@ def check_grounding(text: str, allowed: Iterable[Decimal]) -> GuardResult:
 def _scan(text: str) -> list[_Written]:
     # NFKC first: full-width and superscript digits are digits to a reader.
     found = []
-    for match in _NUMBER.finditer(unicodedata.normalize("NFKC", text)):
+    normal = unicodedata.normalize("NFKC", text)
+    dated = [m.span() for m in _DATE_SPANS.finditer(normal)]
+    for match in _NUMBER.finditer(normal):
         frac = match["frac"] or ""
         digits = match["int"].replace(",", "") + (f".{frac}" if frac else "")
         suffix = match["k"] or match["cjk"]
         multiplier = _MULTIPLIERS[suffix] if suffix else Decimal(1)
-        found.append(_Written(match[0], Decimal(digits), len(frac), multiplier))
+        in_date = any(a <= match.start() and match.end() <= b for a, b in dated)
+        found.append(_Written(match[0], Decimal(digits), len(frac), multiplier, in_date))
     return found
 
 
 def _exact(value: float) -> Decimal:
     # repr, not the binary expansion: 4.35 is the 4.35 the facts block printed.
     return abs(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
-
-
-def _read(text: str) -> Iterator[Decimal]:
-    return (_DECIMAL.multiply(w.value, w.multiplier) for w in _scan(text))
-
-
-def _date_parts(text: str) -> Iterator[Decimal]:
-    for match in _ISO_DATE.finditer(text):
-        yield from (Decimal(part) for part in match.groups())
 
 
 def _sheet_numbers(sheet: FactSheet) -> Iterator[float | None]:

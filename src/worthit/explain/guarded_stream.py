@@ -11,9 +11,12 @@ import re
 from collections.abc import Iterable
 from decimal import Decimal
 
-from worthit.explain.guard import GuardResult, check_grounding
+from worthit.explain.guard import Grounds, GuardResult, check_grounding
 
-_TRAILING_NUMBER = re.compile(r"[\d０-９][\d０-９.,，]*[kK千万萬亿億]?$|[.,][\d０-９]*$")
+_TRAILING_NUMBER = re.compile(
+    r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?$|[.,][\d０-９]*$"
+)
+"""A number that may still grow; a date ("2026-11-") or range ("5-") counts as one."""
 _SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|[。！？]")
 
 
@@ -24,8 +27,8 @@ class UngroundedError(ValueError):
 
 
 class GuardedStream:
-    def __init__(self, allowed: Iterable[Decimal], max_sentences: int = 2) -> None:
-        self.allowed = frozenset(allowed)
+    def __init__(self, allowed: Grounds | Iterable[Decimal], max_sentences: int = 2) -> None:
+        self.allowed = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
         self.max_sentences = max_sentences
         self.text = ""
         self.released = 0
