@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-stderr = Console(stderr=True)
+stderr = Console(stderr=True, soft_wrap=True)  # a long error stays one line in a log
 
 
 @contextmanager
