@@ -158,3 +158,13 @@ def test_month_and_day_numbers_pass_only_inside_dates(text: str, ok: bool) -> No
 )
 def test_a_small_whole_number_is_rounded_not_truncated(text: str, fact: str, ok: bool) -> None:
     assert check_grounding(text, allowed(fact)).ok is ok
+
+
+def test_a_full_date_must_be_one_of_the_dates_whole() -> None:
+    sheet = make_sheet(all_time_low_at="2025-11-28T17:00:00Z", first_seen="2025-09-11T00:00:00Z")
+    grounds = allowed_numbers(sheet, make_verdict(reasons=()))
+    assert check_grounding("Its low was on 2025-11-28.", grounds).ok
+    assert check_grounding("Tracked since 2025-9-11.", grounds).ok
+    # 2025, 11 and 9 are all parts of real dates; this date is none of them
+    result = check_grounding("Its low was on 2025-11-09, really.", grounds)
+    assert result.ungrounded == ("2025-11-09",)

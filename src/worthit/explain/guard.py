@@ -22,9 +22,10 @@ Matching rule:
    verdict's reasons, in `numbers` and in `text`; and the labels the facts block prints: 3
    (sales in the last 3 days), 5 (the rating scale), 30 and 90.
 4. The month and day of those dates pass only where the text writes a date: inside
-   2026-11-29 or 11/29, before 月, 日 or 号, or next to a month's name ("Nov 29", "29
-   March"). Anywhere else a 2 or a 29 must be a fact of its own: "only 2 left" fails
-   unless 2 is.
+   11/29, before 月, 日 or 号, or next to a month's name ("Nov 29", "29 March"). Anywhere
+   else a 2 or a 29 must be a fact of its own: "only 2 left" fails unless 2 is. A full
+   date (2026-11-29) must be one of the dates, whole: 2026-12-13 fails even when 12 and 13
+   are days of other dates.
 5. Nothing else is free: no small counts, no ordinals, no numbers from the question.
 
 Check whole sentences: a number split across two streamed tokens reads as two numbers.
@@ -65,6 +66,7 @@ _MULTIPLIERS = {
     "亿": Decimal(10**8),
     "億": Decimal(10**8),
 }
+_ISO_SPAN = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
 _ROUNDED = (ROUND_HALF_UP, ROUND_HALF_EVEN)
 _ROUNDED_OR_CUT = (*_ROUNDED, ROUND_DOWN)
 _MONTH = (
@@ -101,6 +103,8 @@ class Grounds:
 
     numbers: frozenset[Decimal]
     date_parts: frozenset[Decimal] = frozenset()
+    dates: frozenset[str] = frozenset()
+    """Full dates as YYYY-MM-DD."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,7 @@ class _Written:
     value: Decimal
     places: int
     multiplier: Decimal
+    start: int = 0
     in_date: bool = False
 
     def matches(self, allowed: Decimal) -> bool:
@@ -153,16 +158,27 @@ def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
                 allowed.add(value)
             else:
                 dates.add(value)
-    return Grounds(frozenset(allowed), frozenset(dates))
+    days = {_iso_day(m) for text in texts for m in _ISO_SPAN.finditer(text)}
+    return Grounds(frozenset(allowed), frozenset(dates), frozenset(days))
 
 
 def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardResult:
     """Whether every number in `text` is allowed, after the rounding the text used."""
     grounds = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
+    normal = unicodedata.normalize("NFKC", text)
+    whole_dates = [m for m in _ISO_SPAN.finditer(normal)]
+    wrong_dates = {m.span(): m[0] for m in whole_dates if _iso_day(m) not in grounds.dates}
     written = _scan(text)
-    ungrounded = tuple(w.text for w in written if not w.grounded(grounds))
+    ungrounded = []
+    for w in written:
+        span = next((s for s in (m.span() for m in whole_dates) if s[0] <= w.start < s[1]), None)
+        if span is None:
+            if not w.grounded(grounds):
+                ungrounded.append(w.text)
+        elif span in wrong_dates:
+            ungrounded.append(wrong_dates.pop(span))
     return GuardResult(
-        ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=ungrounded
+        ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=tuple(ungrounded)
     )
 
 
@@ -177,13 +193,20 @@ def _scan(text: str) -> list[_Written]:
         suffix = match["k"] or match["cjk"]
         multiplier = _MULTIPLIERS[suffix] if suffix else Decimal(1)
         in_date = any(a <= match.start() and match.end() <= b for a, b in dated)
-        found.append(_Written(match[0], Decimal(digits), len(frac), multiplier, in_date))
+        found.append(
+            _Written(match[0], Decimal(digits), len(frac), multiplier, match.start(), in_date)
+        )
     return found
 
 
 def _exact(value: float) -> Decimal:
     # repr, not the binary expansion: 4.35 is the 4.35 the facts block printed.
     return abs(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+
+
+def _iso_day(match: re.Match[str]) -> str:
+    year, month, day = match.groups()
+    return f"{year}-{int(month):02d}-{int(day):02d}"
 
 
 def _sheet_numbers(sheet: FactSheet) -> Iterator[float | None]:
