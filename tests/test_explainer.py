@@ -106,6 +106,13 @@ def test_a_date_split_across_tokens_is_judged_whole() -> None:
     assert out + guard.finish() == " its low was on 2025-11-28."
 
 
+def test_a_day_before_its_month_waits_for_the_month() -> None:
+    sheet = make_sheet(all_time_low_at="2025-11-28T12:00:00Z")
+    guard = GuardedStream(allowed_numbers(sheet, BUY))
+    out = "".join(guard.feed(piece) for piece in [" its low was on 28 ", "November", "."])
+    assert out + guard.finish() == " its low was on 28 November."
+
+
 def test_looping_output_is_cut_off() -> None:
     model = Scripted(*([" buy now"] * 40))
     _, final = run(model)

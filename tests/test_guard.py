@@ -132,7 +132,10 @@ def test_a_different_price_fails(value: Decimal) -> None:
     ("text", "ok"),
     [
         ("The all-time low was on 2025-11-28.", True),
-        ("It hit its low on 11/28.", True),
+        ("It hit its low on 11/28.", False),  # m/d or d/m? not read as a date
+        ("The price decreased 28%.", False),  # "dec" in "decreased" is no month
+        ("近28日销量很好。", False),  # 28 days, not the 28th
+        ("历史最低价出现在11月。", True),
         ("历史最低价出现在11月28日。", True),
         ("Lowest on Nov 28, 2025.", True),
         ("Lowest on 28 November.", True),
@@ -168,3 +171,9 @@ def test_a_full_date_must_be_one_of_the_dates_whole() -> None:
     # 2025, 11 and 9 are all parts of real dates; this date is none of them
     result = check_grounding("Its low was on 2025-11-09, really.", grounds)
     assert result.ungrounded == ("2025-11-09",)
+
+
+def test_numbers_in_a_title_are_numbers_even_when_they_look_like_a_date() -> None:
+    sheet = make_sheet(title="Halden Junior 24 Bike, Size 10/11")
+    grounds = allowed_numbers(sheet, make_verdict(reasons=()))
+    assert check_grounding("It fits size 11 riders on a 24 frame.", grounds).ok

@@ -188,6 +188,18 @@ def test_top_n_count(question: str, n: int | None) -> None:
         ("top 3 phones within 3 days", None),
         ("不到3天卖出的手机", None),
         ("NC700以内", None),
+        # a measure is not a price
+        ("best laptops under 2 kg", None),
+        ("laptops under 2kg", None),
+        ("best TVs under 55 inches", None),
+        ("best TVs under 55-inch", None),
+        ('monitors under 27"', None),
+        ("power banks under 20000 mAh", None),
+        ("chargers under 100W", None),
+        ("headphones under 200 grams", None),
+        ("keyboards under 20 ms latency", None),
+        ("500克以内的耳机", None),
+        ("不超过2公斤的笔记本", None),
     ],
 )
 def test_budget(question: str, budget: float | None) -> None:

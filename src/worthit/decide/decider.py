@@ -211,16 +211,10 @@ class Decider:
             (category.zh if intent.language == "zh" else category.en) if category else "products"
         )
         if not items:
-            summary: tuple[Reason, ...] = (
-                Reason(
-                    "top_empty",
-                    Polarity.INFO,
-                    {"days": days},
-                    sentence(
-                        "top_empty", intent.language, {"days": days, "category": category_name}
-                    ),
-                ),
-            )
+            empty = "top_empty" if intent.budget is None else "top_empty_budget"
+            shown = {"days": days, "category": category_name, "budget": number(intent.budget or 0)}
+            text = sentence(empty, intent.language, shown)
+            summary: tuple[Reason, ...] = (Reason(empty, Polarity.INFO, {"days": days}, text),)
         else:
             code = "top_rating" if metric == "rating" else "top_sales"
             summary = tuple(
@@ -242,7 +236,7 @@ class Decider:
                 )
                 for item in items
             )
-        if intent.budget is not None:
+        if intent.budget is not None and items:
             shown = {"budget": number(intent.budget)}
             limit = Reason(
                 "top_budget",

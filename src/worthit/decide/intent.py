@@ -129,16 +129,27 @@ _TOP_N_ZH = (
 )
 # Money: "1,299", "300", "1.5k", "3千"; at most nine digits so the float stays finite.
 # Every budget pattern's only groups are these three: integer, fraction, multiplier.
-_MONEY = r"(?<![A-Za-z0-9.,])(\d{1,3}(?:,\d{3})+|\d{1,9})(?:\.(\d{1,2}))?(?!\d)\s*(k|千|万)?"
+_MONEY = (
+    r"(?<![A-Za-z0-9.,])(\d{1,3}(?:,\d{3})+|\d{1,9})(?:\.(\d{1,2}))?(?!\d)\s*"
+    r"(k(?![A-Za-z])|千(?!克|瓦|米)|万)?"
+)
+# A measure is not a price: "under 2 kg", "55 inches", "20000 mAh", "100W", 65".
+_UNITS_EN = (
+    r"kg|kgs|g|grams?|kilo(?:gram)?s?|lbs?|pounds?|oz|ounces?|inch(?:es)?|in|cm|mm|m|meters?"
+    r"|metres?|ft|feet|w|watts?|kw|mah|ah|v|volts?|hz|khz|ghz|gb|tb|mb|mp|fps|ms|ml|l|litres?"
+    r"|liters?|db|dpi|rpm|cores?|keys?"
+)
+_UNITS_ZH = r"寸|英寸|克|千克|公斤|斤|瓦|毫安|伏|赫兹|毫米|厘米|米|升|毫升|核|键"
 _BUDGET_EN = (
     r"(?:\b(?:under|below|less\s+than|cheaper\s+than|no\s+more\s+than|not\s+more\s+than"
     r"|at\s+most|max(?:imum)?|up\s+to|within|budget(?:\s+(?:is|of))?)|<=?)"
     rf"\s*(?:us\s*)?[$¥]?\s*{_MONEY}(?:\s*(?:dollars?|usd|bucks|rmb|yuan)\b)?"
-    r"(?!\s*(?:days?|weeks?|months?|years?|hours?|%|percent|stars?)\b)",
+    r"(?!\s*(?:days?|weeks?|months?|years?|hours?|%|percent|stars?)\b)"
+    rf"(?![\s-]*(?:{_UNITS_EN})\b)(?!\s*[\"”″'])",
 )
 _BUDGET_ZH = (
     r"(?:预算|不超过|不高于|不到|低于|少于|小于|最多|顶多|控制在)\s*(?:是|为|在|:)?\s*[$¥]?\s*"
-    rf"{_MONEY}\s*(?:元|块钱?|rmb)?(?!\s*(?:天|日|周|星期|月|年|个|名|款|%|折|星|分))"
+    rf"{_MONEY}\s*(?:元|块钱?|rmb)?(?!\s*(?:天|日|周|星期|月|年|个|名|款|%|折|星|分|{_UNITS_ZH}))"
     r"\s*(?:以内|以下|之内)?",
     rf"[$¥]?\s*{_MONEY}\s*(?:元|块钱?|rmb)?\s*(?:以内|以下|之内|内)",
 )

@@ -54,6 +54,10 @@ _EN: dict[str, str] = {
     "top_sales": "#{rank} {title}: {value} sold in the last {days} days.",
     "top_rating": "#{rank} {title}: rated {value}/5 from {count} reviews in the last {days} days.",
     "top_empty": "No {category} had sales or reviews in the last {days} days.",
+    "top_empty_budget": (
+        "No {category} priced at or under {budget} today had sales or reviews in the last "
+        "{days} days."
+    ),
 }
 
 _ZH: dict[str, str] = {
@@ -90,6 +94,7 @@ _ZH: dict[str, str] = {
     "top_sales": "第{rank}名 {title}：近{days}天售出{value}件。",
     "top_rating": "第{rank}名 {title}：近{days}天{count}条评价，评分{value}/5。",
     "top_empty": "近{days}天没有{category}的销量或评价。",
+    "top_empty_budget": "近{days}天没有当前价格不超过{budget}的{category}有销量或评价。",
 }
 
 _CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£", "JPY": "¥"}

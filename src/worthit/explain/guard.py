@@ -21,8 +21,8 @@ Matching rule:
    brand, category and promotion names (model code NC700 gives 700); every number in the
    verdict's reasons, in `numbers` and in `text`; and the labels the facts block prints: 3
    (sales in the last 3 days), 5 (the rating scale), 30 and 90.
-4. The month and day of those dates pass only where the text writes a date: inside
-   11/29, before 月, 日 or 号, or next to a month's name ("Nov 29", "29 March"). Anywhere
+4. The month and day of those dates pass only where the text writes a date: 11月29日,
+   11月, or next to a month's name ("Nov 29", "29 March"). Anywhere
    else a 2 or a 29 must be a fact of its own: "only 2 left" fails unless 2 is. A full
    date (2026-11-29) must be one of the dates, whole: 2026-12-13 fails even when 12 and 13
    are days of other dates.
@@ -70,11 +70,12 @@ _ISO_SPAN = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
 _ROUNDED = (ROUND_HALF_UP, ROUND_HALF_EVEN)
 _ROUNDED_OR_CUT = (*_ROUNDED, ROUND_DOWN)
 _MONTH = (
-    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
 )
 _DATE_SPANS = re.compile(
-    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}(?:/\d{2,4})?|\d{1,2}\s*[月日号]"
-    rf"|\b{_MONTH}\s+\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}",
+    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"
+    rf"|\b{_MONTH}\s*\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}",
     re.IGNORECASE,
 )
 """Where a text writes a date; a month or day number is grounded only inside one."""
@@ -114,6 +115,7 @@ class _Written:
     places: int
     multiplier: Decimal
     start: int = 0
+    end: int = 0
     in_date: bool = False
 
     def matches(self, allowed: Decimal) -> bool:
@@ -143,7 +145,6 @@ def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
     dates: set[Decimal] = set()
     allowed.update(_exact(v) for v in _sheet_numbers(sheet) if v is not None and math.isfinite(v))
     texts = [*_sheet_texts(sheet)]
-    texts.extend(date[:10] for date in _sheet_dates(sheet))  # the day, not the time
     for reason in verdict.reasons:
         texts.append(reason.text)
         for number in reason.numbers.values():
@@ -151,15 +152,21 @@ def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
                 texts.append(number)
             elif math.isfinite(number):
                 allowed.add(_exact(number))
-    for text in texts:
-        for written in _scan(text):
+    days = [date[:10] for date in _sheet_dates(sheet)]  # the day, not the time
+    days += [m[0] for text in texts for m in _ISO_SPAN.finditer(text)]
+    for day in days:
+        for written in _scan(day):
             value = _DECIMAL.multiply(written.value, written.multiplier)
-            if not written.in_date or value >= 1000:  # a year is a number of its own
-                allowed.add(value)
-            else:
-                dates.add(value)
-    days = {_iso_day(m) for text in texts for m in _ISO_SPAN.finditer(text)}
-    return Grounds(frozenset(allowed), frozenset(dates), frozenset(days))
+            (allowed if value >= 1000 else dates).add(value)  # a year is a number of its own
+    for text in texts:  # a title's "10/11" or "Junior 24" are numbers, not dates
+        iso = [m.span() for m in _ISO_SPAN.finditer(unicodedata.normalize("NFKC", text))]
+        allowed.update(
+            _DECIMAL.multiply(w.value, w.multiplier)
+            for w in _scan(text)
+            if not any(a <= w.start and w.end <= b for a, b in iso)
+        )
+    days_whole = {_iso_day(m) for day in days for m in _ISO_SPAN.finditer(day)}
+    return Grounds(frozenset(allowed), frozenset(dates), frozenset(days_whole))
 
 
 def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardResult:
@@ -171,7 +178,10 @@ def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardRes
     written = _scan(text)
     ungrounded = []
     for w in written:
-        span = next((s for s in (m.span() for m in whole_dates) if s[0] <= w.start < s[1]), None)
+        span = next(
+            (s for s in (m.span() for m in whole_dates) if s[0] <= w.start and w.end <= s[1]),
+            None,
+        )
         if span is None:
             if not w.grounded(grounds):
                 ungrounded.append(w.text)
@@ -192,10 +202,10 @@ def _scan(text: str) -> list[_Written]:
         digits = match["int"].replace(",", "") + (f".{frac}" if frac else "")
         suffix = match["k"] or match["cjk"]
         multiplier = _MULTIPLIERS[suffix] if suffix else Decimal(1)
-        in_date = any(a <= match.start() and match.end() <= b for a, b in dated)
-        found.append(
-            _Written(match[0], Decimal(digits), len(frac), multiplier, match.start(), in_date)
-        )
+        start, end = match.span()
+        in_date = any(a <= start and end <= b for a, b in dated)
+        value = Decimal(digits)
+        found.append(_Written(match[0], value, len(frac), multiplier, start, end, in_date))
     return found
 
 

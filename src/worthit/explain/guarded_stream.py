@@ -14,9 +14,10 @@ from decimal import Decimal
 from worthit.explain.guard import Grounds, GuardResult, check_grounding
 
 _TRAILING_NUMBER = re.compile(
-    r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?$|[.,][\d０-９]*$"
+    r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?\s*$|[.,][\d０-９]*$"
 )
-"""A number that may still grow; a date ("2026-11-") or range ("5-") counts as one."""
+"""A number that may still grow; a date ("2026-11-"), a range ("5-") or a day waiting for
+its month ("13 " before "November") counts as one."""
 _SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|[。！？]")
 
 

@@ -19,6 +19,8 @@ from worthit.facts.stats import bayesian_average
 from worthit.market.timeutil import DAY_MS, from_ms, now_ms
 
 Metric = Literal["sales", "rating"]
+MAX_CACHED = 256
+"""Rankings kept at most, before the expired ones are dropped."""
 MIN_WINDOW_REVIEWS = 3
 """A product needs this many reviews inside the window to be ranked by rating."""
 
@@ -63,6 +65,10 @@ class Rankings:
             return cached[1]
         items = self._ranked(category, metric, days, n, now_ms(), max_price)
         with self._lock:
+            if len(self._cache) >= MAX_CACHED:  # budgets make keys unbounded: drop the stale
+                self._cache = {
+                    k: v for k, v in self._cache.items() if now - v[0] < self.max_age_s
+                }
             self._cache[key] = (now, items)
         return items
 
@@ -78,15 +84,24 @@ class Rankings:
         if max_price is None:
             return self._compute(category, metric, days, n, at)
         whole = self._compute(category, metric, days, None, at)  # filter first, then cut
-        return self._within(whole, max_price, at)[:n]
+        return self._within(whole, max_price, n, at)
 
     def _within(
-        self, items: list[RankedItem], max_price: float, at: int
+        self, items: list[RankedItem], max_price: float, n: int, at: int
     ) -> list[RankedItem]:
-        """The items priced at most `max_price` at `at`, ranked again from 1."""
-        prices = self.builder.store.current_prices([item.sku for item in items], at)
-        kept = [item for item in items if prices.get(item.sku, math.inf) <= max_price]
-        return [replace(item, rank=i + 1) for i, item in enumerate(kept)]
+        """The first n items priced at most `max_price` at `at`, ranked again from 1.
+
+        Prices are read in growing slices from the top, so a budget most best sellers
+        fit reads a few prices, not one per product in the category.
+        """
+        kept: list[RankedItem] = []
+        start, size = 0, max(4 * n, 8)
+        while len(kept) < n and start < len(items):
+            part = items[start : start + size]
+            prices = self.builder.store.current_prices([item.sku for item in part], at)
+            kept += [item for item in part if prices.get(item.sku, math.inf) <= max_price]
+            start, size = start + size, size * 2
+        return [replace(item, rank=i + 1) for i, item in enumerate(kept[:n])]
 
     def _compute(
         self, category: str | None, metric: Metric, days: int, n: int | None, at: int
@@ -101,7 +116,8 @@ class Rankings:
     ) -> list[RankedItem]:
         today = from_ms(at).date()
         since = (today - timedelta(days=days - 1)).isoformat()
-        rows = self.builder.store.top_by_sales(category, since, today.isoformat(), n or -1)
+        limit = -1 if n is None else n  # SQLite: LIMIT -1 is no limit
+        rows = self.builder.store.top_by_sales(category, since, today.isoformat(), limit)
         titles = self.builder.store.titles([sku for sku, _ in rows])
         return [
             RankedItem(i + 1, sku, titles.get(sku, sku), "sales", float(units), units)
