@@ -147,7 +147,7 @@ def test_a_model_file_llama_cpp_cannot_load_is_a_clear_error(market: Path, tmp_p
     assert "Traceback" not in result.stderr
 
 
-NOT_SQLITE = (b"this is not sqlite", "not a usable worthit database")
+NOT_SQLITE = (b"this is not sqlite", "cannot use the --db database: file is not a database")
 TOO_NEW = (None, "database schema is version 99, this worthit knows up to")
 MARKET_COMMANDS = [
     ("facts", "S1"),

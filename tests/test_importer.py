@@ -132,9 +132,10 @@ def test_a_line_the_store_rejects_costs_only_itself(
     apply_one = store.apply_one
 
     def fail_on_stock(conn: sqlite3.Connection, record: Record) -> bool:
-        if isinstance(record, StockRecord):
-            conn.execute("INSERT INTO prices (sku) VALUES ('half-written')")
-        return apply_one(conn, record)
+        changed = apply_one(conn, record)
+        if isinstance(record, StockRecord):  # written, then refused: must leave no trace
+            raise sqlite3.IntegrityError("CHECK constraint failed: quantity")
+        return changed
 
     monkeypatch.setattr(store, "apply_one", fail_on_stock)
     report = import_lines(store, lines(GOOD))

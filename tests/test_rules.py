@@ -236,6 +236,16 @@ def test_skip_confidence_grows_with_the_reviews_behind_it() -> None:
     assert confidence(500) == 0.9
 
 
+def test_both_skip_reasons_on_few_reviews_are_not_a_certain_skip() -> None:
+    """Capped at 0.95 first, then scaled: 12 recent reviews do not make 0.95."""
+    rating = make_rating(
+        count=12, bayesian=2.0, recent_count=12, recent_mean=1.5, earlier_mean=4.5, trend=-3.0
+    )
+    verdict = decide_verdict(neutral(rating=rating))
+    assert {r.code for r in verdict.reasons} >= {"quality_floor", "rating_falling"}
+    assert verdict.confidence == round(0.95 * (0.8 + 0.2 * 12 / 50), 2)
+
+
 @pytest.mark.parametrize(("budget", "over"), [(299.99, True), (300.0, False), (None, False)])
 def test_over_the_shoppers_budget_means_wait(budget: float | None, over: bool) -> None:
     deal = neutral(current_price=252.0, windows=with_avg90(300.0), percentile_90d=2.0)

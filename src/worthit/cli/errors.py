@@ -31,7 +31,7 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except sqlite3.DatabaseError as exc:
-            stderr.print(f"[red]error:[/] the --db file is not a usable worthit database: {exc}")
+            stderr.print(f"[red]error:[/] cannot use the --db database: {exc}")
         except SchemaTooNewError as exc:
             stderr.print(f"[red]error:[/] {exc}")
         except ModelLoadError as exc:

@@ -42,6 +42,8 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+MAX_CONFIDENCE = 0.95
+"""worthit never claims certainty."""
 
 _WEIGHTS: dict[str, float] = {
     "near_all_time_low": 2.0,
@@ -336,7 +338,8 @@ def _choose(
 ) -> tuple[VerdictKind, float]:
     skip = _score(reasons, Polarity.SKIP)
     if skip:
-        return VerdictKind.SKIP, _clamp((0.6 + 0.1 * skip) * _review_evidence(reasons, sheet, t))
+        strength = min(MAX_CONFIDENCE, 0.6 + 0.1 * skip)
+        return VerdictKind.SKIP, _clamp(strength * _review_evidence(reasons, sheet, t))
     if not priced:
         return VerdictKind.INSUFFICIENT_DATA, 0.9
     buy = _score(reasons, Polarity.BUY)
@@ -368,7 +371,7 @@ def _review_evidence(reasons: list[Reason], sheet: FactSheet, t: Thresholds) -> 
 
 
 def _clamp(value: float) -> float:
-    return round(min(0.95, max(0.05, value)), 2)
+    return round(min(MAX_CONFIDENCE, max(0.05, value)), 2)
 
 
 _SUPPORTS = {

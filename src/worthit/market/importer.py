@@ -19,6 +19,14 @@ from worthit.market.records import RECORD_TYPES, ProductRecord, Record
 from worthit.market.store import MarketStore
 
 BATCH_LINES = 2000
+_LINE_ERRORS = (
+    sqlite3.IntegrityError,
+    sqlite3.DataError,
+    sqlite3.InterfaceError,
+    OverflowError,
+    ValueError,  # UnknownSkuError too
+)
+"""What one line can cause; a full disk or a lock (OperationalError) stops the import."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,9 @@ def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportRe
             conn.execute("SAVEPOINT line")
             try:
                 changed = store.apply_one(conn, record)
-            except (sqlite3.Error, OverflowError, ValueError) as exc:  # UnknownSkuError too
+            except _LINE_ERRORS as exc:
+                if not conn.in_transaction:  # SQLite gave up the whole transaction
+                    raise
                 conn.execute("ROLLBACK TO line")
                 conn.execute("RELEASE line")
                 report.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
