@@ -77,7 +77,28 @@ def test_grounded_text_streams_and_is_kept() -> None:
     )
     assert shown.startswith("Worth buying now because it is only")
     assert model.calls[0]["prefix"] == "Worth buying now because"
-    assert model.calls[0]["stop"] == ["\n"]
+    assert model.calls[0]["stop"] == []
+
+
+@pytest.mark.parametrize(
+    ("pieces", "kept"),
+    [
+        ((":", " ", "1. It is only 2.4", "% above it."), "because: It is only 2.4% above it."),
+        ((":\n", "1) it is only 2.4% above its low."), "because: it is only 2.4% above its low."),
+        ((":\n- it is", " cheap and well rated."), "because: it is cheap and well rated."),
+        ((" it is cheap and rated.\n", "Verdict: buy."), "because it is cheap and rated."),
+        ((" it is cheap and\nwell rated by buyers.",), None),  # a paragraph cut mid-sentence
+    ],
+)
+def test_one_paragraph_without_a_list_marker(pieces: tuple[str, ...], kept: str | None) -> None:
+    """'because: 1. The price…' read to the guard as the number 1 and to the sentence counter
+    as a full stop; a new line before any word is layout, after words the end."""
+    model = Scripted(*pieces)
+    _, final = run(model)
+    if kept is None:
+        assert final.source == "template"
+    else:
+        assert (final.source, final.text) == ("llm", f"Worth buying now {kept}")
 
 
 def test_stops_reading_the_model_after_two_sentences() -> None:

@@ -26,8 +26,10 @@ from worthit.market.entities import Review
 _log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 64
-STOP = ["\n"]
-"""An explanation is one paragraph: a new line is the model starting something else."""
+STOP: list[str] = []
+"""No stop strings: an explanation is one paragraph, but a new line before its first word
+is layout ("because:\n1. The price…"), so the run, not the engine, decides what a new
+line means (see `ExplanationRun._one_paragraph`)."""
 
 
 class TextStreamer(Protocol):
@@ -92,15 +94,25 @@ class ExplanationRun:
         self._first_piece_ms: float | None = None
         self._released = ""
         """What feed() has handed out to be shown: the model's text the shopper saw."""
+        self._ended = False
+        self._has_words = False
+        self._lead: str | None = ""
+        """The answer's first characters, held until a list marker could be told apart."""
 
     @property
     def done(self) -> bool:
-        """The sentences wanted are out: stop reading the model."""
-        return self._guard.done
+        """The sentences wanted are out, or the paragraph ended: stop reading the model."""
+        return self._ended or self._guard.done
 
     def feed(self, piece: str) -> str:
         if self._first_piece_ms is None:
             self._first_piece_ms = _ms(self._started)
+        piece = self._one_paragraph(piece)
+        if self._lead is not None:
+            self._lead += piece
+            if len(self._lead.strip()) < LEAD_CHARS:
+                return ""
+            piece, self._lead = _unlisted(self._lead), None
         try:
             out = self._pending + self._guard.feed(piece)
         except UngroundedError as exc:
@@ -111,8 +123,28 @@ class ExplanationRun:
         self._released += out
         return out
 
+    def _one_paragraph(self, piece: str) -> str:
+        """The piece up to the paragraph's end; a new line before any word is a space."""
+        if self._ended:
+            return ""
+        out = []
+        for i, part in enumerate(piece.split("\n")):
+            if i and self._has_words:
+                self._ended = True
+                break
+            out.append(" " if i else "")
+            out.append(part)
+            self._has_words = self._has_words or bool(_LETTER.search(part))
+        return "".join(out)
+
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
         """The last safe text and the kept explanation; raises FallbackError if it is unusable."""
+        if self._lead is not None:  # the whole answer was shorter than the lead
+            lead, self._lead = _unlisted(self._lead), None
+            try:
+                self._pending += self._guard.feed(lead)
+            except UngroundedError as exc:
+                raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
         try:
             tail = self._pending + self._guard.finish()
         except UngroundedError as exc:
@@ -191,6 +223,18 @@ def _model_pieces(pieces: Iterator[str], run: ExplanationRun) -> Iterator[str]:
     except Exception as exc:  # a model library raises whatever it raises
         _log.warning("model failed mid-answer, template instead: %r", exc)
         raise FallbackError(run.fallback("model_error")) from exc
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+LEAD_CHARS = 6
+_LIST_MARKER = re.compile(r"^(\s*[:：]?)\s*(?:\d{1,2}[.)、]|[-*•])(?=\s)\s*")
+"""A list opened right after the headline ("because: 1. The price…", "because:\n- it")."""
+
+
+def _unlisted(lead: str) -> str:
+    """The answer's start without a list marker: one or two sentences are not a list, and
+    a "1." reads to the guard as a number and to the sentence counter as a full stop."""
+    return _LIST_MARKER.sub(lambda m: m[1] + " ", lead, count=1)
 
 
 def _looks_cut(text: str) -> bool:
