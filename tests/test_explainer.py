@@ -7,6 +7,7 @@ model runs in tests/test_ask_e2e.py.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -88,6 +89,10 @@ def test_grounded_text_streams_and_is_kept() -> None:
         ((":\n- it is", " cheap and well rated."), "because: it is cheap and well rated."),
         ((" it is cheap and rated.\n", "Verdict: buy."), "because it is cheap and rated."),
         ((" it is cheap and\nwell rated by buyers.",), None),  # a paragraph cut mid-sentence
+        ((" of: 1. It is cheap", ", 2", ". It is well rated."), "because of: It is cheap."),
+        ((" of: 1. It is cheap; 2. It is well rated.",), "because of: It is cheap."),
+        ((": it is rated 4", ".4", "/5 and cheap."), "because: it is rated 4.4/5 and cheap."),
+        ((": it is cheap, rated 4.4/5.", " 2. No."), "because: it is cheap, rated 4.4/5."),
     ],
 )
 def test_one_paragraph_without_a_list_marker(pieces: tuple[str, ...], kept: str | None) -> None:
@@ -220,3 +225,29 @@ def test_an_answer_cut_mid_sentence_keeps_only_its_whole_sentences() -> None:
     assert final.text.endswith("well rated by buyers.")
     _, final = run(Scripted(" the price is low and it is at its all"))
     assert (final.source, final.fallback_reason) == ("template", "incomplete")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            ": 1. It is only 2.4% above its low, 2. It is rated 4.4/5.",
+            " of:\n1) it is cheap; 2) rated 4.4/5.\nMore text.",
+            " it is only 2.4% above its all-time low of $249.00. Great value.",
+            ":\n- it is 2.4% above its low. 3. Wait.",
+        ]
+    ),
+    st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=12),
+)
+def test_how_the_model_text_is_split_never_changes_the_answer(text: str, cuts: list[int]) -> None:
+    """Paragraph, list-marker and guard rules are applied to a stream: they must not depend
+    on where the tokens happen to break."""
+    bounds = sorted({c % len(text) for c in cuts} | {0, len(text)})
+    pieces = [text[a:b] for a, b in pairwise(bounds)]
+    whole = run(Scripted(text))[1]
+    split = run(Scripted(*pieces))[1]
+    assert (split.source, split.text, split.fallback_reason) == (
+        whole.source,
+        whole.text,
+        whole.fallback_reason,
+    )

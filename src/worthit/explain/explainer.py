@@ -96,8 +96,12 @@ class ExplanationRun:
         """What feed() has handed out to be shown: the model's text the shopper saw."""
         self._ended = False
         self._has_words = False
+        self._opening = ""
+        """The model's text until its first word ("of:" is no word of the answer yet)."""
         self._lead: str | None = ""
         """The answer's first characters, held until a list marker could be told apart."""
+        self._hold = ""
+        """A tail that may be the next list item's marker (", 2"), not yet given to the guard."""
 
     @property
     def done(self) -> bool:
@@ -107,12 +111,7 @@ class ExplanationRun:
     def feed(self, piece: str) -> str:
         if self._first_piece_ms is None:
             self._first_piece_ms = _ms(self._started)
-        piece = self._one_paragraph(piece)
-        if self._lead is not None:
-            self._lead += piece
-            if len(self._lead.strip()) < LEAD_CHARS:
-                return ""
-            piece, self._lead = _unlisted(self._lead), None
+        piece = self._shape(piece)
         try:
             out = self._pending + self._guard.feed(piece)
         except UngroundedError as exc:
@@ -122,6 +121,29 @@ class ExplanationRun:
             raise FallbackError(self.fallback("repetitive"))
         self._released += out
         return out
+
+    def _shape(self, piece: str, last: bool = False) -> str:
+        """Model text as one paragraph of prose: no list marker opening it, and a second
+        list item ("…all-time low, 2. The…") ends it. `last` flushes what was held."""
+        piece = self._one_paragraph(piece)
+        if self._lead is not None:
+            self._lead += piece
+            unsure = len(self._lead.strip()) < LEAD_CHARS or _MARKER_SO_FAR.search(self._lead)
+            if unsure and not last:
+                return ""
+            piece, self._lead = _unlisted(self._lead), None
+        text = self._hold + piece
+        before = self._guard.text[-1:]  # a space already given to the guard still counts
+        marker = _NEXT_ITEM.search(before + text + (" " if last else ""))  # the end is a space
+        if marker is not None:  # one item is a whole thought: end it as a sentence
+            self._ended, self._hold = True, ""
+            item = text[: max(0, marker.start() - len(before))].rstrip()
+            written = (self._guard.text + item).rstrip()
+            return item + ("." if written and _looks_cut(written) else "")
+        held = None if last else _MAYBE_NEXT_ITEM.search(before + text)
+        cut = max(0, held.start() - len(before)) if held else len(text)
+        self._hold = text[cut:]
+        return text[:cut]
 
     def _one_paragraph(self, piece: str) -> str:
         """The piece up to the paragraph's end; a new line before any word is a space."""
@@ -134,18 +156,14 @@ class ExplanationRun:
                 break
             out.append(" " if i else "")
             out.append(part)
-            self._has_words = self._has_words or bool(_LETTER.search(part))
+            self._opening += part
+            self._has_words = bool(_LETTER.search(_OPENER.sub("", self._opening)))
         return "".join(out)
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
         """The last safe text and the kept explanation; raises FallbackError if it is unusable."""
-        if self._lead is not None:  # the whole answer was shorter than the lead
-            lead, self._lead = _unlisted(self._lead), None
-            try:
-                self._pending += self._guard.feed(lead)
-            except UngroundedError as exc:
-                raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
         try:
+            self._pending += self._guard.feed(self._shape("", last=True))
             tail = self._pending + self._guard.finish()
         except UngroundedError as exc:
             raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
@@ -226,9 +244,17 @@ def _model_pieces(pieces: Iterator[str], run: ExplanationRun) -> Iterator[str]:
 
 
 _LETTER = re.compile(r"[^\W\d_]")
+_OPENER = re.compile(r"^\s*of\b", re.IGNORECASE)
 LEAD_CHARS = 6
-_LIST_MARKER = re.compile(r"^(\s*[:：]?)\s*(?:\d{1,2}[.)、]|[-*•])(?=\s)\s*")
+_MARKER_SO_FAR = re.compile(r"(?:\d{1,2}[.)、]?|[-*•])$")
+"""The lead ends where a list marker may still be forming ("1", "1)"): keep holding."""
+_LIST_MARKER = re.compile(r"^(\s*(?:of\s*)?[:：]?)\s*(?:\d{1,2}[.)、]|[-*•])(?=\s)\s*")
 """A list opened right after the headline ("because: 1. The price…", "because:\n- it")."""
+
+
+_NEXT_ITEM = re.compile(r"(?:[,;，；]\s*|\s+)\d{1,2}[.)、](?=\s)")
+_MAYBE_NEXT_ITEM = re.compile(r"(?:[,;，；]\s*\d{0,2}|\s+\d{1,2})[.)、]?$")
+"""Held back until the next character: " 2" may become " 2. The…" or " 20%"."""
 
 
 def _unlisted(lead: str) -> str:
