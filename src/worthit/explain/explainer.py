@@ -156,9 +156,8 @@ class ExplanationRun:
                 break
             out.append(" " if i else "")
             out.append(part)
-            if not self._has_words:
-                self._opening += part
-                self._has_words = bool(_LETTER.search(_OPENER.sub("", self._opening)))
+            self._opening += part
+            self._has_words = bool(_LETTER.search(_OPENER.sub("", self._opening)))
         return "".join(out)
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
