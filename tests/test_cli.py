@@ -77,6 +77,10 @@ def test_a_budget_filters_rankings_and_weighs_on_a_verdict(market: Path) -> None
              for sku in ranked}  # fmt: skip
     assert ranked and all(sheet["current_price"] <= 260 for sheet in facts.values())
     assert top["summary"][0]["code"] == "top_budget"  # type: ignore[index]
+    none = ask(market, "best headphones under $1")
+    assert not none.get("ranking")
+    assert [r["code"] for r in none["summary"]] == ["top_empty_budget"]  # type: ignore[union-attr,index]
+    assert "at or under 1 today" in none["summary"][0]["text"]  # type: ignore[index]
     over = ask(market, "Is the Aurora NC700 worth buying under $100?")
     assert over["verdict"] == "WAIT"
     assert over["reasons"][0]["code"] == "over_budget"  # type: ignore[index]

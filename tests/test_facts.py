@@ -9,7 +9,7 @@ import pytest
 
 from worthit.facts.builder import DEFAULT_PRIOR_MEAN, PRIOR_WEIGHT, FactsBuilder
 from worthit.facts.cache import FactsCache
-from worthit.facts.rankings import Rankings
+from worthit.facts.rankings import MAX_CACHED, Rankings
 from worthit.market.records import (
     PriceRecord,
     ProductRecord,
@@ -177,3 +177,11 @@ def test_a_budget_ranks_only_what_is_priced_within_it(store: MarketStore) -> Non
     within = rankings.top("headphones", "sales", 7, 1, at_ms=AT, max_price=290.0)
     assert [(i.rank, i.sku) for i in within] == [(1, "S1")]
     assert rankings.top("headphones", "sales", 7, 3, at_ms=AT, max_price=279.99) == []
+
+
+def test_the_rankings_cache_drops_stale_entries_instead_of_growing(store: MarketStore) -> None:
+    """Every budget amount is its own key: a long-running server must not keep them all."""
+    rankings = Rankings(FactsBuilder(store), max_age_s=0.0)
+    for budget in range(MAX_CACHED + 50):
+        rankings.top("headphones", "sales", 7, 3, max_price=float(budget))
+    assert len(rankings._cache) <= MAX_CACHED
