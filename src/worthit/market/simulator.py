@@ -371,10 +371,20 @@ def _draw_reviewing(rng: random.Random, days: int) -> _Reviewing:
 # --- the heroes --------------------------------------------------------------------------
 
 
-def _steady(units: float) -> tuple[_Demand, _Inventory]:
-    """Demand with two months of stock and early reorders: a hero never sells out."""
+def _hero_plan(
+    plan: _Plan, units: float, pricing: _Pricing, reviewing: _Reviewing, first_day: int = 0
+) -> _Plan:
+    """The plan with a hero's shape: steady demand with two months of stock and early
+    reorders, so a hero never sells out."""
     capacity = round(units * 60)
-    return _Demand(units, 2.0), _Inventory(capacity, round(capacity * 0.4), 3, range(0))
+    return replace(
+        plan,
+        first_day=first_day,
+        pricing=pricing,
+        demand=_Demand(units, 2.0),
+        inventory=_Inventory(capacity, round(capacity * 0.4), 3, range(0)),
+        reviewing=reviewing,
+    )
 
 
 def _shape_buy(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
@@ -389,7 +399,6 @@ def _shape_buy(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Pl
         list_factor=1.17,
         deals=(),
     )
-    demand, inventory = _steady(20.0)
     reviewing = replace(
         plan.reviewing,
         quality=4.6,
@@ -397,14 +406,7 @@ def _shape_buy(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Pl
         drop_from=window.days,
         hostile_days=(window.last - 30, window.last),
     )
-    return replace(
-        plan,
-        first_day=0,
-        pricing=pricing,
-        demand=demand,
-        inventory=inventory,
-        reviewing=reviewing,
-    )
+    return _hero_plan(plan, 20.0, pricing, reviewing)
 
 
 def _shape_fake_discount(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
@@ -428,17 +430,9 @@ def _shape_fake_discount(plan: _Plan, window: _Window, events: Sequence[SaleEven
         list_factor=1.95,
         deals=tuple(deals),
     )
-    demand, inventory = _steady(6.0)
     # the scenario is the price: a decent product whatever the seed, so quality never decides
     reviewing = replace(plan.reviewing, quality=4.1, drop=0.0, drop_from=window.days)
-    return replace(
-        plan,
-        first_day=0,
-        pricing=pricing,
-        demand=demand,
-        inventory=inventory,
-        reviewing=reviewing,
-    )
+    return _hero_plan(plan, 6.0, pricing, reviewing)
 
 
 def _shape_rating_drop(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
@@ -449,7 +443,6 @@ def _shape_rating_drop(plan: _Plan, window: _Window, events: Sequence[SaleEvent]
         list_factor=1.1,
         deals=tuple(d for d in plan.pricing.deals if d.last < window.last),
     )
-    demand, inventory = _steady(25.0)
     reviewing = replace(
         plan.reviewing,
         quality=4.5,
@@ -458,30 +451,15 @@ def _shape_rating_drop(plan: _Plan, window: _Window, events: Sequence[SaleEvent]
         ratio=0.08,
         hostile_days=(),
     )
-    return replace(
-        plan,
-        first_day=0,
-        pricing=pricing,
-        demand=demand,
-        inventory=inventory,
-        reviewing=reviewing,
-    )
+    return _hero_plan(plan, 25.0, pricing, reviewing)
 
 
 def _shape_new_listing(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
     pricing = replace(plan.pricing, base=199.99, list_factor=1.1, deals=())
-    demand, inventory = _steady(3.0)
     reviewing = replace(
         plan.reviewing, quality=4.2, drop=0.0, drop_from=window.days, hostile_days=()
     )
-    return replace(
-        plan,
-        first_day=max(0, window.days - 4),
-        pricing=pricing,
-        demand=demand,
-        inventory=inventory,
-        reviewing=reviewing,
-    )
+    return _hero_plan(plan, 3.0, pricing, reviewing, first_day=max(0, window.days - 4))
 
 
 def _shape_compared(
@@ -490,18 +468,10 @@ def _shape_compared(
     def shape(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
         honest = tuple(d for d in plan.pricing.deals if d.hike == 0.0)
         pricing = replace(plan.pricing, base=base, list_factor=1.1, deals=honest)
-        demand, inventory = _steady(units)
         reviewing = replace(
             plan.reviewing, quality=quality, drop=0.0, drop_from=window.days, hostile_days=()
         )
-        return replace(
-            plan,
-            first_day=0,
-            pricing=pricing,
-            demand=demand,
-            inventory=inventory,
-            reviewing=reviewing,
-        )
+        return _hero_plan(plan, units, pricing, reviewing)
 
     return shape
 
