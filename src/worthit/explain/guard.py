@@ -74,11 +74,12 @@ _MONTH = (
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
 )
 _DATE_SPANS = re.compile(
-    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"
+    r"\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?"
     rf"|\b{_MONTH}\s*\d{{1,2}}\b|\b\d{{1,2}}\s+{_MONTH}",
     re.IGNORECASE,
 )
-"""Where a text writes a date; a month or day number is grounded only inside one."""
+"""Where a text writes a date in words; a month or day number is grounded only inside one.
+ISO dates (`_ISO_SPAN`) are checked whole instead."""
 # Our own context: the decimal module's default one is process-global and mutable.
 _DECIMAL = Context(
     prec=60,
@@ -114,9 +115,9 @@ class _Written:
     value: Decimal
     places: int
     multiplier: Decimal
-    start: int = 0
-    end: int = 0
-    in_date: bool = False
+    start: int
+    end: int
+    in_date: bool
 
     def matches(self, allowed: Decimal) -> bool:
         scaled = _DECIMAL.divide(allowed, self.multiplier)
@@ -142,7 +143,6 @@ class _Written:
 def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
     """Every number an explanation of `verdict` about `sheet` may write (rules 3 and 4)."""
     allowed = set(_LABELS)
-    dates: set[Decimal] = set()
     allowed.update(_exact(v) for v in _sheet_numbers(sheet) if v is not None and math.isfinite(v))
     texts = [*_sheet_texts(sheet)]
     for reason in verdict.reasons:
@@ -152,50 +152,35 @@ def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
                 texts.append(number)
             elif math.isfinite(number):
                 allowed.add(_exact(number))
-    days = [date[:10] for date in _sheet_dates(sheet)]  # the day, not the time
-    days += [m[0] for text in texts for m in _ISO_SPAN.finditer(text)]
-    for day in days:
-        for written in _scan(day):
-            value = _DECIMAL.multiply(written.value, written.multiplier)
-            (allowed if value >= 1000 else dates).add(value)  # a year is a number of its own
+    days = [m for date in _sheet_dates(sheet) if (m := _ISO_SPAN.match(date[:10]))]
     for text in texts:  # a title's "10/11" or "Junior 24" are numbers, not dates
-        iso = [m.span() for m in _ISO_SPAN.finditer(unicodedata.normalize("NFKC", text))]
+        normal = unicodedata.normalize("NFKC", text)
+        iso = list(_ISO_SPAN.finditer(normal))
+        days += iso
         allowed.update(
-            _DECIMAL.multiply(w.value, w.multiplier)
-            for w in _scan(text)
-            if not any(a <= w.start and w.end <= b for a, b in iso)
+            _DECIMAL.multiply(w.value, w.multiplier) for w in _scan(normal) if not _within(w, iso)
         )
-    days_whole = {_iso_day(m) for day in days for m in _ISO_SPAN.finditer(day)}
-    return Grounds(frozenset(allowed), frozenset(dates), frozenset(days_whole))
+    allowed.update(Decimal(day[1]) for day in days)  # a year is a number of its own
+    date_parts = {Decimal(part) for day in days for part in day.groups()[1:]}
+    return Grounds(frozenset(allowed), frozenset(date_parts), frozenset(map(_iso_day, days)))
 
 
 def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardResult:
     """Whether every number in `text` is allowed, after the rounding the text used."""
     grounds = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
     normal = unicodedata.normalize("NFKC", text)
-    whole_dates = [m for m in _ISO_SPAN.finditer(normal)]
-    wrong_dates = {m.span(): m[0] for m in whole_dates if _iso_day(m) not in grounds.dates}
-    written = _scan(text)
-    ungrounded = []
-    for w in written:
-        span = next(
-            (s for s in (m.span() for m in whole_dates) if s[0] <= w.start and w.end <= s[1]),
-            None,
-        )
-        if span is None:
-            if not w.grounded(grounds):
-                ungrounded.append(w.text)
-        elif span in wrong_dates:
-            ungrounded.append(wrong_dates.pop(span))
+    iso = list(_ISO_SPAN.finditer(normal))
+    written = _scan(normal)
+    ungrounded = [w.text for w in written if not _within(w, iso) and not w.grounded(grounds)]
+    ungrounded += [m[0] for m in iso if _iso_day(m) not in grounds.dates]
     return GuardResult(
         ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=tuple(ungrounded)
     )
 
 
-def _scan(text: str) -> list[_Written]:
-    # NFKC first: full-width and superscript digits are digits to a reader.
+def _scan(normal: str) -> list[_Written]:
+    """The numbers in an NFKC-normalised text (full-width digits are digits to a reader)."""
     found = []
-    normal = unicodedata.normalize("NFKC", text)
     dated = [m.span() for m in _DATE_SPANS.finditer(normal)]
     for match in _NUMBER.finditer(normal):
         frac = match["frac"] or ""
@@ -212,6 +197,10 @@ def _scan(text: str) -> list[_Written]:
 def _exact(value: float) -> Decimal:
     # repr, not the binary expansion: 4.35 is the 4.35 the facts block printed.
     return abs(Decimal(value) if isinstance(value, int) else Decimal(repr(value)))
+
+
+def _within(written: _Written, dates: list[re.Match[str]]) -> bool:
+    return any(d.start() <= written.start and written.end <= d.end() for d in dates)
 
 
 def _iso_day(match: re.Match[str]) -> str:
