@@ -32,7 +32,8 @@ async def explain_live(
     deadline_s: float | None = None,
     max_tokens: int = 64,
 ) -> AsyncIterator[Delta | Explanation]:
-    """Guarded deltas, then one Explanation (always the last item)."""
+    """Guarded deltas, then one Explanation (always the last item); `deadline_s` is the
+    time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows."""
     if needs_no_model(decision):
         yield summary_explanation(decision)
         return
@@ -41,9 +42,11 @@ async def explain_live(
     if engine is None:
         yield run.fallback("no_model")
         return
-    if deadline_s is not None and deadline_s <= 0:
-        yield run.fallback("deadline_passed")
-        return
+    if deadline_s is not None:
+        deadline_s -= FINISH_MARGIN_S  # the engine's deadline is for the last token
+        if deadline_s <= 0:
+            yield run.fallback("deadline_passed")
+            return
     try:
         stream = engine.submit(
             messages=run.messages,

@@ -16,10 +16,10 @@ from typing import Protocol
 
 from worthit.decide.verdict import Verdict
 from worthit.explain.guard import allowed_numbers
-from worthit.explain.guarded_stream import GuardedStream, UngroundedError
+from worthit.explain.guarded_stream import GuardedStream, UngroundedError, last_sentence_end
 from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.sanity import problem, repetitive
-from worthit.explain.templates import template_explanation
+from worthit.explain.templates import SENTENCE_ENDS, template_explanation
 from worthit.facts.sheet import FactSheet
 from worthit.market.entities import Review
 
@@ -92,10 +92,7 @@ class ExplanationRun:
         self._pending = self._guard.feed(self.prefix)
         self._started = time.perf_counter()
         self._first_piece_ms: float | None = None
-        self._released = ""
-        """What feed() has handed out to be shown: the model's text the shopper saw."""
         self._ended = False
-        self._has_words = False
         self._opening = ""
         """The model's text until its first word ("of:" is no word of the answer yet)."""
         self._lead: str | None = ""
@@ -119,7 +116,6 @@ class ExplanationRun:
         self._pending = ""
         if repetitive(self._guard.text):
             raise FallbackError(self.fallback("repetitive"))
-        self._released += out
         return out
 
     def _shape(self, piece: str, last: bool = False) -> str:
@@ -151,13 +147,12 @@ class ExplanationRun:
             return ""
         out = []
         for i, part in enumerate(piece.split("\n")):
-            if i and self._has_words:
+            if i and _LETTER.search(_OPENER.sub("", self._opening)):
                 self._ended = True
                 break
             out.append(" " if i else "")
             out.append(part)
             self._opening += part
-            self._has_words = bool(_LETTER.search(_OPENER.sub("", self._opening)))
         return "".join(out)
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
@@ -171,7 +166,7 @@ class ExplanationRun:
         text = " ".join(self._guard.shown.split())
         if _looks_cut(text) and text[len(self.prefix) :].strip():
             # cut by the deadline or max_tokens: keep whole sentences only
-            text = text[: _last_sentence_end(text)].rstrip()
+            text = text[: last_sentence_end(text)].rstrip()
             finish_reason = finish_reason or "length"
             if len(text) <= len(self.prefix):
                 raise FallbackError(self.fallback("incomplete"))
@@ -193,7 +188,7 @@ class ExplanationRun:
             finish_reason="fallback",
             fallback_reason=why,
             ungrounded=ungrounded,
-            streamed=self._released,
+            streamed="" if self._pending else self._guard.shown,  # pending: nothing shown
             timings_ms={"llm_total": _ms(self._started)},
         )
 
@@ -264,16 +259,7 @@ def _unlisted(lead: str) -> str:
 
 
 def _looks_cut(text: str) -> bool:
-    return not text.rstrip().endswith((".", "!", "?", "。", "！", "？"))
-
-
-_SENTENCE_END = re.compile(r"(?:[.!?](?=\s|$)|[。！？])")
-"""An ASCII terminator followed by space or the end ("4.5" is not an end), or a CJK one."""
-
-
-def _last_sentence_end(text: str) -> int:
-    """Index just after the last complete sentence of text (0 if none)."""
-    return max((m.end() for m in _SENTENCE_END.finditer(text)), default=0)
+    return not text.rstrip().endswith(SENTENCE_ENDS)
 
 
 def _ms(started: float) -> float:

@@ -18,7 +18,13 @@ _TRAILING_NUMBER = re.compile(
 )
 """A number that may still grow; a date ("2026-11-"), a range ("5-") or a day waiting for
 its month ("13 " before "November") counts as one."""
-_SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|[。！？]")
+SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|[。！？]")
+"""An ASCII terminator followed by space or the end ("4.5" is not an end), or a CJK one."""
+
+
+def last_sentence_end(text: str) -> int:
+    """Index just after the last complete sentence of text (0 if none)."""
+    return max((m.end() for m in SENTENCE_END.finditer(text)), default=0)
 
 
 class UngroundedError(ValueError):
@@ -42,7 +48,7 @@ class GuardedStream:
     @property
     def done(self) -> bool:
         """True once the released text holds the sentences asked for."""
-        return len(_SENTENCE_END.findall(self.text[: self.released])) >= self.max_sentences
+        return len(SENTENCE_END.findall(self.text[: self.released])) >= self.max_sentences
 
     def feed(self, delta: str) -> str:
         """Add model text; return the newly safe part, or raise UngroundedError."""
@@ -67,7 +73,7 @@ class GuardedStream:
         return out
 
     def _sentence_limit(self) -> int:
-        ends = list(_SENTENCE_END.finditer(self.text))
+        ends = list(SENTENCE_END.finditer(self.text))
         if len(ends) >= self.max_sentences:
             return ends[self.max_sentences - 1].end()
         return len(self.text)

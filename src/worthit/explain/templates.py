@@ -31,7 +31,7 @@ _SUPPORTING = {
     VerdictKind.SKIP: Polarity.SKIP,
     VerdictKind.INSUFFICIENT_DATA: Polarity.INFO,
 }
-_SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
+SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 
 
 def language_of(verdict: Verdict) -> str:
@@ -76,4 +76,4 @@ def _top_reasons(verdict: Verdict) -> list[Reason]:
 
 def _sentence(text: str, end: str) -> str:
     text = text.strip()
-    return text if text.endswith(_SENTENCE_ENDS) else text + end
+    return text if text.endswith(SENTENCE_ENDS) else text + end

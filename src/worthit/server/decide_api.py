@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from worthit.answer.live import FINISH_MARGIN_S, explain_live
+from worthit.answer.live import explain_live
 from worthit.answer.payload import candidates_payload, explanation_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.sequence import Priority
@@ -76,7 +76,7 @@ async def decide(
         reviews,
         getattr(request.app.state, "engine", None),
         priority=priority,
-        deadline_s=deadline_ms / 1000 - (time.perf_counter() - started) - FINISH_MARGIN_S,
+        deadline_s=deadline_ms / 1000 - (time.perf_counter() - started),
         max_tokens=body.max_tokens,
     )
     if wants_event_stream(accept):

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from worthit.answer.live import FINISH_MARGIN_S, explain_live
+from worthit.answer.live import explain_live
 from worthit.answer.payload import explanation_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.detokenizer import last_sentence_end
@@ -95,7 +95,7 @@ async def _events(
             reviews,
             getattr(request.app.state, "engine", None),
             priority=priority,
-            deadline_s=deadline_ms / 1000 - (time.perf_counter() - started) - FINISH_MARGIN_S,
+            deadline_s=deadline_ms / 1000 - (time.perf_counter() - started),
             max_tokens=min(body.max_completion_tokens or body.max_tokens or 64, 256),
         ):
             if isinstance(item, Delta):
