@@ -16,7 +16,7 @@ from worthit.cli.options import DbOption, JsonOption, db_path
 from worthit.cli.progress import stderr
 from worthit.cli.render import print_timings, print_unresolved, print_verdict
 from worthit.decide.decider import DecisionStatus
-from worthit.engine.model_files import MODEL_ENV, ModelNotFoundError, resolve_model_path
+from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.market.store import MarketStore
 
@@ -46,14 +46,9 @@ def ask_command(
         raise typer.Exit(2)
     streamer = None
     if not no_llm:
-        try:
-            path = resolve_model_path(model)
-        except ModelNotFoundError as exc:
-            stderr.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(2) from None
         from worthit.engine.llama_stream import LlamaStreamer
 
-        streamer = LlamaStreamer(path)
+        streamer = LlamaStreamer(model)  # resolves the bundled model when None
     store = _open_or_build(db_path(db))
     if sku is not None and not store.has_sku(sku):
         stderr.print(f"[red]error:[/] unknown sku {sku!r}")

@@ -1,7 +1,8 @@
 """Mistakes a user can make that end in a message and exit code 2, never a traceback.
 
 Every command can be pointed at a file that is not a worthit database, a database from a
-newer worthit, or a model file llama.cpp cannot load; the message names what was wrong.
+newer worthit, or a model file that is missing or that llama.cpp cannot load; the message
+names what was wrong.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 
 from worthit.cli.progress import stderr
 from worthit.engine.errors import ModelLoadError
+from worthit.engine.model_files import ModelNotFoundError
 from worthit.market.migrations import SchemaTooNewError
 
 EXIT_USAGE = 2
@@ -32,9 +34,7 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
             return command(*args, **kwargs)
         except sqlite3.DatabaseError as exc:
             stderr.print(f"[red]error:[/] cannot use the --db database: {exc}")
-        except SchemaTooNewError as exc:
-            stderr.print(f"[red]error:[/] {exc}")
-        except ModelLoadError as exc:
+        except (SchemaTooNewError, ModelNotFoundError, ModelLoadError) as exc:
             stderr.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_USAGE)
 

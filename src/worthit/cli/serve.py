@@ -11,7 +11,7 @@ from worthit.cli.market import build_demo
 from worthit.cli.options import DbOption, db_path
 from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
-from worthit.engine.model_files import MODEL_ENV, ModelNotFoundError, resolve_model_path
+from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.market.store import MarketStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -44,16 +44,11 @@ def serve_command(
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
-    from worthit.engine.errors import ModelLoadError
     from worthit.engine.runner import LlamaRunner
     from worthit.server import runtime
     from worthit.server.service_app import ServiceSettings, create_service_app
 
-    try:
-        model_path = resolve_model_path(model)
-    except ModelNotFoundError as exc:
-        stderr.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    model_path = resolve_model_path(model)
     if demo and host not in LOOPBACK:
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
         raise typer.Exit(2)
@@ -80,11 +75,7 @@ def serve_command(
         default_deadline_ms=deadline_ms,
         warm_best_sellers=warm,
     )
-    try:
-        engine = Engine(LlamaRunner(model_path, config), config)
-    except ModelLoadError as exc:
-        stderr.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from None
+    engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()
     app = create_service_app(settings, engine=engine)
     url = f"http://{'[::1]' if host == '::1' else host}:{port}"
