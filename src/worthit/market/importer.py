@@ -114,17 +114,14 @@ def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportRe
         return
     with store.transaction() as conn:
         for line_no, record in batch:
-            conn.execute("SAVEPOINT line")
             try:
-                changed = store.apply_one(conn, record)
+                with store.savepoint():
+                    changed = store.apply_one(conn, record)
             except _LINE_ERRORS as exc:
                 if not conn.in_transaction:  # SQLite gave up the whole transaction
                     raise
-                conn.execute("ROLLBACK TO line")
-                conn.execute("RELEASE line")
                 report.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
                 continue
-            conn.execute("RELEASE line")
             if changed:
                 report.written += 1
             else:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from worthit.market.database import Database
 from worthit.market.entities import (
     PricePoint,
     Product,
@@ -97,28 +97,15 @@ class MarketStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._local = threading.local()
-        self._write_lock = threading.Lock()
         self._known_skus: set[str] | None = None
-        conn = self._conn()
-        migrate(conn)
+        self._db = Database(path, migrate)
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.execute("PRAGMA busy_timeout = 5000")
-            self._local.conn = conn
-        return conn
+        return self._db.connection()
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close every thread's connection; a later call opens afresh."""
+        self._db.close()
 
     def __enter__(self) -> MarketStore:
         return self
@@ -128,17 +115,17 @@ class MarketStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._write_lock:
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+        """One write transaction; a failed one also forgets the skus it may have added."""
+        try:
+            with self._db.transaction() as conn:
                 yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                self._known_skus = None
-                raise
+        except BaseException:
+            self._known_skus = None
+            raise
+
+    def savepoint(self) -> AbstractContextManager[sqlite3.Connection]:
+        """Inside :meth:`transaction`: a failing block undoes only its own writes."""
+        return self._db.savepoint()
 
     # --- writes -------------------------------------------------------------------
 

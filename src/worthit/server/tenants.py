@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
+from worthit.market.database import Database
+
 KEY_PREFIX = "wk_"
 ID_HEX_CHARS = 12
 SECRET_BYTES = 32
@@ -59,6 +61,7 @@ CREATE TABLE IF NOT EXISTS api_keys (
 );
 CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant);
 """
+
 _COLUMNS = (
     "key_id, key_hash, tenant, priority, requests_per_minute, llm_tokens_per_minute, "
     "created, revoked_at"
@@ -185,8 +188,7 @@ class TenantStore:
         self._clock = clock
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._local = threading.local()
-        self._conn().executescript(_SCHEMA)
+        self._db = Database(path, lambda conn: conn.executescript(_SCHEMA))
 
     def create(
         self,
@@ -267,20 +269,11 @@ class TenantStore:
         return info
 
     def close(self) -> None:
-        """Close this thread's connection (other threads' close when they end)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close every thread's connection; a later call opens afresh."""
+        self._db.close()
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA busy_timeout = 5000")
-            self._local.conn = conn
-        return conn
+        return self._db.connection()
 
     def _row(self, key_id: str) -> tuple[str, ApiKeyInfo] | None:
         row = (
