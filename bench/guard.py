@@ -1,8 +1,10 @@
 """How often the model's explanation survives the guard, over simulated questions.
 
-Asks N questions about Zipf-weighted products of the demo market (English and Chinese),
-runs the real explanation flow on the real model, and counts how many explanations were
-kept ("llm") and why the others fell back to the template.
+Asks N questions about Zipf-weighted products of the demo market (English and Chinese)
+through the answer flow `/v1/decide` serves (`Answerer.ask` on the batching engine, the
+same prompt, guard and wording checks), without a deadline so that every question gets
+the model's text to judge, and counts how many explanations were kept ("llm") and why
+the others fell back to the template.
 
     .venv/bin/python bench/guard.py --db var/demo.db --questions 200
 """
@@ -17,8 +19,13 @@ import statistics
 import sys
 from pathlib import Path
 
-from worthit.answer.pipeline import Answerer, Finished
-from worthit.engine.llama_stream import LlamaStreamer
+from worthit.answer.answerer import Answerer
+from worthit.answer.events import Finished
+from worthit.cli.engine_host import run_with_engine
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.model_files import resolve_model_path
+from worthit.engine.runner import LlamaRunner
 from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 
@@ -32,6 +39,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--samples", type=Path, default=None, help="write each answer here")
     args = parser.parse_args()
     if not Path(args.db).exists():
@@ -39,7 +47,13 @@ def main() -> None:
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         simulate(MarketStore(args.db), skus=2000, days=180, seed=7)
     store = MarketStore(args.db)
-    answerer = Answerer(store, LlamaStreamer(args.model))
+    config = EngineConfig(n_threads=args.threads)
+    engine = Engine(LlamaRunner(resolve_model_path(args.model), config), config)
+    answerer = Answerer(store, engine)
+    run_with_engine(engine, lambda: ask_all(answerer, store, args))
+
+
+async def ask_all(answerer: Answerer, store: MarketStore, args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     names = store.all_names()
     weights = [1.0 / (rank + 1) for rank in range(len(names))]
@@ -55,7 +69,7 @@ def main() -> None:
             name=hit.aliases[1] if zh and len(hit.aliases) > 1 else hit.title
         )
         finished = None
-        for event in answerer.ask(question, sku=hit.sku):
+        async for event in answerer.ask(question, sku=hit.sku):
             if isinstance(event, Finished):
                 finished = event
         assert finished is not None and finished.explanation is not None

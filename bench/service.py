@@ -25,8 +25,9 @@ from pathlib import Path
 
 import httpx
 
+from worthit.facts.builder import FactsBuilder
+from worthit.facts.rankings import Rankings
 from worthit.market.store import MarketStore
-from worthit.server.services import Services
 
 HOT = 10
 """The best sellers `worthit serve` warms by default; their answers are counted apart."""
@@ -148,7 +149,7 @@ def main() -> None:
         sys.exit(f"no market at {args.db}: run `worthit simulate --db {args.db}` first")
     store = MarketStore(args.db)
     titles = {hit.sku: hit.title for hit in store.all_names()}
-    ranked = Services.over(store).decider.rankings.top(None, "sales", 7, len(titles))
+    ranked = Rankings(FactsBuilder(store)).top(None, "sales", 7, len(titles))
     best = {item.sku for item in ranked}
     names = [item.title for item in ranked] + [t for s, t in titles.items() if s not in best]
     store.close()  # popularity (the Zipf rank) follows last week's sales

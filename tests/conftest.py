@@ -5,23 +5,35 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
+from worthit.market.timeutil import Clock, date_to_ms, fixed_clock, iso
 
 SMALL_SKUS = 60
 SMALL_DAYS = 150
+MARKET_END = date(2026, 9, 20)
+"""The small market's last day: pinned, so no expectation depends on the day the suite runs."""
+MARKET_NOW_MS = date_to_ms(MARKET_END + timedelta(days=1)) - 60_000
+""""Now" for everything that reads the small market: a minute before its end day is over."""
+MARKET_AS_OF = iso(MARKET_NOW_MS)
+"""The same moment as the CLI's --as-of takes it."""
+
+
+def market_clock() -> Clock:
+    return fixed_clock(MARKET_NOW_MS)
 
 
 @pytest.fixture(scope="session")
 def small_market(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60 products × 150 days ending today, heroes S1–S6 included (read-only for tests)."""
+    """60 products × 150 days ending on MARKET_END, heroes S1–S6 included (read-only)."""
     path = tmp_path_factory.mktemp("market") / "small.db"
     store = MarketStore(path)
-    simulate(store, skus=SMALL_SKUS, days=SMALL_DAYS, seed=7)
+    simulate(store, skus=SMALL_SKUS, days=SMALL_DAYS, seed=7, end=MARKET_END)
     store.close()  # the last connection's close checkpoints the WAL, so copies hold all data
     return path
 

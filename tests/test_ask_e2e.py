@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import MARKET_AS_OF, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def test_ask_builds_the_demo_market_and_answers_with_the_real_model(tmp_path: Pa
 def test_streamed_answer_in_chinese_with_the_real_model(small_market: Path, tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     shutil.copy(small_market, db)
-    result = run_cli("ask", "--db", str(db), "极光NC700值不值得买？")
+    result = run_cli("ask", "--db", str(db), "--as-of", MARKET_AS_OF, "极光NC700值不值得买？")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     verdict_at = out.index("BUY")

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import MARKET_AS_OF, run_cli
+
+AS_OF = ("--as-of", MARKET_AS_OF)
+"""The small market is read at its own end, whatever day the suite runs."""
 
 
 @pytest.fixture
@@ -20,7 +23,7 @@ def market(small_market: Path, tmp_path: Path) -> Path:
 
 
 def ask(market: Path, question: str, *extra: str) -> dict[str, object]:
-    result = run_cli("ask", "--db", str(market), "--no-llm", "--json", *extra, question)
+    result = run_cli("ask", "--db", str(market), "--no-llm", "--json", *AS_OF, *extra, question)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
@@ -73,7 +76,7 @@ def test_compare_and_top_n(market: Path) -> None:
 def test_a_budget_filters_rankings_and_weighs_on_a_verdict(market: Path) -> None:
     top = ask(market, "top 3 headphones under $260 by sales in the last 7 days")
     ranked = [item["sku"] for item in top["ranking"]]  # type: ignore[union-attr]
-    facts = {sku: json.loads(run_cli("facts", "--db", str(market), sku, "--json").stdout)
+    facts = {sku: json.loads(run_cli("facts", "--db", str(market), sku, "--json", *AS_OF).stdout)
              for sku in ranked}  # fmt: skip
     assert ranked and all(sheet["current_price"] <= 260 for sheet in facts.values())
     assert top["summary"][0]["code"] == "top_budget"  # type: ignore[index]
@@ -87,13 +90,15 @@ def test_a_budget_filters_rankings_and_weighs_on_a_verdict(market: Path) -> None
 
 
 def test_rankings_and_comparisons_are_printed_once(market: Path) -> None:
-    result = run_cli("ask", "--db", str(market), "--no-llm", "top 3 headphones by sales")
+    result = run_cli("ask", "--db", str(market), "--no-llm", *AS_OF, "top 3 headphones by sales")
     assert result.stdout.count("#1 ") == 1, result.stdout
     assert "withdrawn" not in result.stdout
 
 
 def test_no_llm_does_not_say_model_text_was_withdrawn(market: Path) -> None:
-    result = run_cli("ask", "--db", str(market), "--no-llm", "Is the Aurora NC700 worth buying?")
+    result = run_cli(
+        "ask", "--db", str(market), "--no-llm", *AS_OF, "Is the Aurora NC700 worth buying?"
+    )
     assert "withdrawn" not in result.stdout and "Worth buying now" in result.stdout
 
 
@@ -102,7 +107,9 @@ def test_sku_option_skips_resolution(market: Path) -> None:
 
 
 def test_human_output_shows_verdict_then_explanation_then_timings(market: Path) -> None:
-    result = run_cli("ask", "--db", str(market), "--no-llm", "Is the Aurora NC700 worth buying?")
+    result = run_cli(
+        "ask", "--db", str(market), "--no-llm", *AS_OF, "Is the Aurora NC700 worth buying?"
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.index("BUY") < out.index("Worth buying now") < out.index("timings:")
@@ -185,7 +192,7 @@ def test_a_db_that_is_not_ours_is_a_clear_error(
 def test_worthit_db_names_the_database_for_every_command(market: Path, tmp_path: Path) -> None:
     env = {"WORTHIT_DB": str(market)}
     assert run_cli("facts", "S1", "--json", env=env).returncode == 0
-    answer = run_cli("ask", "--no-llm", "--json", "Aurora NC700?", env=env)
+    answer = run_cli("ask", "--no-llm", "--json", *AS_OF, "Aurora NC700?", env=env)
     assert json.loads(answer.stdout)["sku"] == "S1"
     fresh = tmp_path / "sim" / "s.db"
     sim = run_cli("simulate", "--skus", "5", "--days", "10", env={"WORTHIT_DB": str(fresh)})
@@ -199,12 +206,12 @@ def test_facts_does_not_create_folders_for_a_database_that_is_not_there(tmp_path
 
 
 def test_facts_json(market: Path) -> None:
-    result = run_cli("facts", "--db", str(market), "S1", "--json")
+    result = run_cli("facts", "--db", str(market), "S1", "--json", *AS_OF)
     assert result.returncode == 0, result.stderr
     sheet = json.loads(result.stdout)
     assert sheet["sku"] == "S1" and sheet["current_price"] > 0
     assert [w["days"] for w in sheet["windows"]] == [30, 90, 180]
-    table = run_cli("facts", "--db", str(market), "S1")
+    table = run_cli("facts", "--db", str(market), "S1", *AS_OF)
     assert "all-time low" in table.stdout and "facts version" in table.stdout
 
 

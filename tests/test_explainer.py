@@ -1,20 +1,26 @@
 """The explanation flow around the model: guard while streaming, template on any failure.
 
-The model here is a scripted fake (this is a unit test of the flow); the real bundled
+The engine here is a scripted fake (this is a unit test of the flow); the real bundled
 model runs in tests/test_ask_e2e.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.decide.verdict import Polarity, VerdictKind
-from worthit.explain.explainer import Delta, Explanation, explain
+from worthit.answer.live import explain_live
+from worthit.decide.decider import Decision, DecisionStatus
+from worthit.decide.intent import parse_intent
+from worthit.decide.verdict import Polarity, Verdict, VerdictKind
+from worthit.engine.engine import Delta as EngineDelta
+from worthit.engine.sequence import FinishReason
+from worthit.explain.explainer import Delta, Explanation
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
 from worthit.explain.sanity import problem, repetitive
@@ -24,25 +30,34 @@ from factories import make_reason, make_sheet, make_verdict
 
 
 class Scripted:
-    """Streams fixed pieces, recording what it was asked."""
+    """An engine whose one request streams fixed pieces, then stops; it records what it
+    was asked and how many pieces were read."""
 
     def __init__(self, *pieces: str) -> None:
-        self.pieces = pieces
-        self.calls: list[dict[str, object]] = []
+        self.pieces = list(pieces)
+        self.calls: list[dict[str, Any]] = []
         self.consumed = 0
+        self.completion = None
+        self.aborted = False
 
-    def stream(
-        self,
-        messages: list[dict[str, str]],
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-        answer_prefix: str = "",
-    ) -> Iterator[str]:
-        self.calls.append({"messages": messages, "prefix": answer_prefix, "stop": stop})
-        for piece in self.pieces:
+    def submit(self, **request: Any) -> Scripted:
+        self.calls.append(request)
+        return self
+
+    def __aiter__(self) -> Scripted:
+        return self
+
+    async def __anext__(self) -> EngineDelta:
+        if self.consumed < len(self.pieces):
             self.consumed += 1
-            yield piece
+            return EngineDelta("r", self.pieces[self.consumed - 1], ())
+        if self.consumed == len(self.pieces):
+            self.consumed += 1
+            return EngineDelta("r", "", (), FinishReason.STOP)
+        raise StopAsyncIteration
+
+    def abort(self) -> None:
+        self.aborted = True
 
 
 BUY = make_verdict(
@@ -58,15 +73,22 @@ BUY = make_verdict(
 )
 
 
-def run(streamer: Scripted | None, verdict=BUY) -> tuple[str, Explanation]:
-    deltas, final = [], None
-    for item in explain(make_sheet(), [], verdict, "Worth it?", streamer):
-        if isinstance(item, Delta):
-            deltas.append(item.text)
-        else:
-            final = item
-    assert final is not None
-    return "".join(deltas), final
+def run(engine: Scripted | None, verdict: Verdict = BUY) -> tuple[str, Explanation]:
+    decision = Decision(
+        question="Worth it?",
+        intent=parse_intent("Is the Aurora NC700 worth it?"),
+        status=DecisionStatus.ANSWERED,
+        verdict=verdict,
+        sheet=make_sheet(),
+    )
+
+    async def collect() -> list[Delta | Explanation]:
+        return [item async for item in explain_live(decision, [], engine)]  # type: ignore[arg-type]
+
+    items = asyncio.run(collect())
+    final = items[-1]
+    assert isinstance(final, Explanation)
+    return "".join(i.text for i in items[:-1] if isinstance(i, Delta)), final
 
 
 def test_grounded_text_streams_and_is_kept() -> None:
@@ -77,8 +99,8 @@ def test_grounded_text_streams_and_is_kept() -> None:
         "Worth buying now because it is only 2.4% above its all-time low of $249.00. Great value."
     )
     assert shown.startswith("Worth buying now because it is only")
-    assert model.calls[0]["prefix"] == "Worth buying now because"
-    assert model.calls[0]["stop"] == []
+    assert model.calls[0]["answer_prefix"] == "Worth buying now because"
+    assert model.calls[0]["params"].stop == ()
 
 
 @pytest.mark.parametrize(
@@ -160,18 +182,6 @@ def test_looping_output_is_cut_off() -> None:
 def test_bad_wording_falls_back(pieces: tuple[str, ...], why: str) -> None:
     _, final = run(Scripted(*pieces))
     assert (final.source, final.fallback_reason) == ("template", why)
-
-
-class FailsMidAnswer(Scripted):
-    def stream(self, *args: object, **kwargs: object) -> Iterator[str]:  # type: ignore[override]
-        yield " it is only 2.4"
-        raise RuntimeError("llama_decode returned -3")
-
-
-def test_a_model_that_fails_mid_answer_ends_in_the_template() -> None:
-    _, final = run(FailsMidAnswer())
-    assert (final.source, final.fallback_reason) == ("template", "model_error")
-    assert final.text == template_explanation(BUY, make_sheet())
 
 
 def test_no_model_means_template_text() -> None:

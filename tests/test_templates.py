@@ -6,11 +6,10 @@ from hypothesis import strategies as st
 
 from worthit.decide.verdict import Polarity, Reason, VerdictKind
 from worthit.explain.guard import allowed_numbers, check_grounding
-from worthit.explain.templates import language_of, template_explanation, verdict_headline
+from worthit.explain.templates import language_of, template_explanation
+from worthit.text.sentences import sentence_ends
 
 from factories import make_rating, make_reason, make_sheet, make_verdict
-
-SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)")
 
 EN_REASONS = {
     "low": make_reason(
@@ -64,7 +63,7 @@ CASES = [
 
 
 def sentences(text: str) -> int:
-    return len(SENTENCE_END.findall(text))
+    return len(sentence_ends(text))
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])
@@ -76,7 +75,7 @@ def test_template_is_grounded_short_and_in_the_question_language(
     sheet = make_sheet()
     verdict = make_verdict(kind=kind, language=language, reasons=tuple(table[c] for c in codes))
     text = template_explanation(verdict, sheet)
-    assert text.startswith(verdict_headline(kind, language))
+    assert text.startswith(kind.label(language))
     assert 1 <= sentences(text) <= 2
     assert check_grounding(text, allowed_numbers(sheet, verdict)).ok
     assert bool(re.search(r"[\u4e00-\u9fff]", text)) is (language == "zh")
@@ -95,7 +94,7 @@ def test_the_supporting_reason_leads() -> None:
 
 def test_without_reasons_it_falls_back_to_the_price_or_the_headline() -> None:
     verdict = make_verdict(reasons=(), language="zh-CN")
-    assert template_explanation(verdict, make_sheet()) == "建议再等等：当前售价 299.00 USD。"
+    assert template_explanation(verdict, make_sheet()) == "建议再等等：当前售价$299.00。"
     assert template_explanation(verdict, make_sheet(current_price=None)) == "建议再等等。"
     assert language_of(make_verdict(language="fr")) == "en"
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.service_app import ServiceSettings, create_service_app
+from worthit.server.app import create_app
+from worthit.server.settings import ServiceSettings
 
+from conftest import market_clock
 from engine_fakes import FakeRunner
 from live_server import LiveServer
 
@@ -23,6 +26,11 @@ from live_server import LiveServer
 def fake_engine() -> Engine:
     config = EngineConfig(context_size=4096, block_size=16)
     return Engine(FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.0)), config)
+
+
+def market_settings(path: Path, **overrides: Any) -> ServiceSettings:
+    """The service over a copy of the small market, its clock pinned to the market's end."""
+    return ServiceSettings(db_path=path, clock=market_clock(), **overrides)
 
 
 @pytest.fixture
@@ -36,7 +44,7 @@ def market_copy(small_market: Path, tmp_path: Path) -> Path:
 def open_service(market_copy: Path) -> Iterator[LiveServer]:
     """Auth off, as `worthit serve --demo` runs."""
     engine = fake_engine()
-    app = create_service_app(ServiceSettings(db_path=market_copy, auth=False), engine=engine)
+    app = create_app(market_settings(market_copy, auth=False), engine=engine)
     with LiveServer(app) as server:
         yield server
     engine.close()
@@ -46,7 +54,7 @@ def open_service(market_copy: Path) -> Iterator[LiveServer]:
 def keyed_service(market_copy: Path) -> Iterator[LiveServer]:
     """Auth on: every API call needs a tenant's key."""
     engine = fake_engine()
-    app = create_service_app(ServiceSettings(db_path=market_copy, auth=True), engine=engine)
+    app = create_app(market_settings(market_copy, auth=True), engine=engine)
     with LiveServer(app) as server:
         yield server
     engine.close()

@@ -12,11 +12,11 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.service_app import ServiceSettings, create_service_app
+from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
 
 from live_server import LiveServer
-from service_fixtures import fake_engine, keyed_service, market_copy, open_service
+from service_fixtures import fake_engine, keyed_service, market_copy, market_settings, open_service
 
 __all__ = ["keyed_service", "market_copy", "open_service"]
 
@@ -202,7 +202,7 @@ def test_worthit_model_through_the_openai_sdk(open_service: LiveServer) -> None:
 def test_client_disconnect_mid_stream_aborts_the_engine_request(market_copy: Path) -> None:
     engine = fake_engine()
     engine.runner.step_delay_s = (0.05, 0.0)  # type: ignore[attr-defined]
-    app = create_service_app(ServiceSettings(db_path=market_copy, auth=False), engine=engine)
+    app = create_app(market_settings(market_copy, auth=False), engine=engine)
     body = {"question": "Is the Aurora NC700 worth buying?", "max_tokens": 256,
             "deadline_ms": 30_000}  # fmt: skip
     with LiveServer(app) as server, httpx.Client(base_url=server.base_url) as http:
@@ -247,8 +247,8 @@ def test_worthit_model_streams_whole_sentences_only(market_copy: Path) -> None:
     config = EngineConfig(context_size=4096, block_size=16)
     script = " it is at its all-time low and well rated by buyers. And then it goes on and on"
     engine = Engine(ScriptedRunner(script, n_ctx=config.context_size), config)
-    settings = ServiceSettings(db_path=market_copy, auth=False, default_deadline_ms=600_000)
-    app = create_service_app(settings, engine=engine)  # a character a token: long prompts
+    settings = market_settings(market_copy, auth=False, default_deadline_ms=600_000)
+    app = create_app(settings, engine=engine)  # a character a token: long prompts
     with LiveServer(app) as server:
         api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="demo", max_retries=0)
         parts, final = [], None

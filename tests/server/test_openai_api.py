@@ -14,7 +14,8 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server import create_app
+from worthit.server.app import create_app
+from worthit.server.settings import ServiceSettings
 
 from engine_fakes import FakeRunner
 from engine_fixtures import model_path
@@ -22,6 +23,7 @@ from live_server import LiveServer
 
 __all__ = ["model_path"]  # the fixture, imported for pytest to find
 
+ENGINE_ONLY = ServiceSettings(db_path=None, auth=False)
 QUESTION = [
     {"role": "system", "content": "Facts: price 199, rating 4.4."},
     {"role": "user", "content": "Is it worth buying?"},
@@ -41,7 +43,7 @@ def client(server: LiveServer) -> openai.OpenAI:
 
 def test_chat_completion_with_usage_and_extensions():
     engine = fake_engine()
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
         reply = api.chat.completions.create(
             model="fake-model", messages=QUESTION, max_tokens=7, temperature=0,
@@ -58,7 +60,7 @@ def test_chat_completion_with_usage_and_extensions():
 
 def test_streaming_matches_non_streaming():
     engine = fake_engine()
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
         whole = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12)
         parts, finish, usage = [], None, None
@@ -81,7 +83,7 @@ def test_streaming_matches_non_streaming():
 
 def test_bad_field_is_a_400_naming_it():
     engine = fake_engine()
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
         with pytest.raises(openai.BadRequestError) as bad:
             api.chat.completions.create(
@@ -98,7 +100,7 @@ def test_unmeetable_deadline_is_refused_without_retry():
     engine = fake_engine()
     engine.step_model.overhead_s = 0.05
     engine.step_model.per_token_s = 0.05
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=2)
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
@@ -116,7 +118,7 @@ def test_deadline_policy_complete_needs_every_token_to_fit():
     engine.runner.step_delay_s = (0.002, 0.002)  # type: ignore[attr-defined]
     # calibrated at start on ~2 ms a token: the prompt and one sentence fit in 2 s with
     # room to spare on a loaded machine, 1,000 tokens (~4 s) do not
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
@@ -135,7 +137,7 @@ def test_deadline_policy_complete_needs_every_token_to_fit():
 def test_client_disconnect_mid_stream_aborts_and_frees_kv():
     engine = fake_engine()
     engine.runner.step_delay_s = (0.005, 0.0)  # type: ignore[attr-defined]
-    with LiveServer(create_app(engine=engine)) as server:
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         body = {"model": "m", "messages": QUESTION, "max_tokens": 1000, "stream": True}
         with httpx.Client(base_url=server.base_url) as http:
             with http.stream("POST", "/v1/chat/completions", json=body) as response:
@@ -162,7 +164,11 @@ def test_client_disconnect_mid_stream_aborts_and_frees_kv():
 @pytest.mark.slow
 def test_real_model_through_the_sdk(model_path):
     config = EngineConfig(context_size=1024, n_threads=1, max_batch_tokens=256)
-    with LiveServer(create_app(config, model_path)) as server:
+    with LiveServer(
+        create_app(
+            ServiceSettings(db_path=None, model_path=model_path, engine_config=config, auth=False)
+        )
+    ) as server:
         api = client(server)
         assert [m.id for m in api.models.list().data] == [model_path.name]
         reply = api.chat.completions.create(

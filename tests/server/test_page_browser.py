@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from worthit.engine.config import EngineConfig
-from worthit.server.service_app import ServiceSettings, create_service_app
+from worthit.server.app import create_app
 
 from engine_fixtures import model_path
 from live_server import LiveServer
-from service_fixtures import market_copy
+from service_fixtures import market_copy, market_settings
 
 __all__ = ["market_copy", "model_path"]
 
@@ -52,14 +52,14 @@ new MutationObserver(() => {
 
 @pytest.fixture
 def live_service(market_copy: Path, model_path: Path) -> Iterator[LiveServer]:
-    settings = ServiceSettings(
-        db_path=market_copy,
+    settings = market_settings(
+        market_copy,
         model_path=model_path,
         engine_config=EngineConfig(context_size=2048, n_threads=2),
         auth=False,
         default_deadline_ms=600_000,  # admit at any machine speed: the test watches the text
     )
-    with LiveServer(create_service_app(settings)) as server:
+    with LiveServer(create_app(settings)) as server:
         yield server
 
 

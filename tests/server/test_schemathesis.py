@@ -14,10 +14,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from worthit.server.service_app import ServiceSettings, create_service_app
+from worthit.server.app import create_app
 
 from live_server import LiveServer
-from service_fixtures import fake_engine, market_copy
+from service_fixtures import fake_engine, market_copy, market_settings
 
 __all__ = ["market_copy"]
 
@@ -25,7 +25,7 @@ __all__ = ["market_copy"]
 @pytest.fixture
 def live_server(market_copy) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
     engine = fake_engine()
-    app = create_service_app(ServiceSettings(db_path=market_copy, auth=False), engine=engine)
+    app = create_app(market_settings(market_copy, auth=False), engine=engine)
     with LiveServer(app) as server:
         yield server
     engine.close()
@@ -34,8 +34,7 @@ def live_server(market_copy) -> Iterator[LiveServer]:  # type: ignore[no-untyped
 def test_no_input_causes_a_server_error(live_server: LiveServer) -> None:
     schema = schemathesis.openapi.from_url(live_server.base_url + "/openapi.json")
     operations = [
-        result.ok()
-        for result in schema.exclude(path="/v1/chat/completions").get_all_operations()
+        result.ok() for result in schema.exclude(path="/v1/chat/completions").get_all_operations()
     ]
     assert {op.path for op in operations} >= {"/v1/decide", "/v1/products/{sku}/facts"}
     for operation in operations:

@@ -1,20 +1,21 @@
-"""The explanation driven by the batching engine, for the async server.
+"""One explanation driven on the batching engine.
 
-Same rules as the CLI's flow (they live in `ExplanationRun`); the difference is who
-owns the model: here the engine, shared by every request, which may refuse a request it
-cannot serve before the deadline. A refusal is an answer too: the template.
+The rules live in `ExplanationRun`; this module only feeds it the engine's stream. The
+engine is shared by every request and may refuse one it cannot serve before the
+deadline: a refusal is an answer too, the template.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from worthit.answer.pipeline import needs_no_model, summary_explanation
 from worthit.decide.decider import Decision
+from worthit.decide.intent import IntentKind
 from worthit.engine.engine import Engine, RequestStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
-from worthit.explain.explainer import STOP, Delta, Explanation, ExplanationRun, FallbackError
+from worthit.explain.explainer import Delta, Explanation, ExplanationRun, FallbackError
+from worthit.explain.templates import template_explanation
 from worthit.market.entities import Review
 
 FINISH_MARGIN_S = 0.1
@@ -50,7 +51,7 @@ async def explain_live(
     try:
         stream = engine.submit(
             messages=run.messages,
-            params=SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=tuple(STOP)),
+            params=SamplingParams(max_tokens=max_tokens, temperature=0.0),
             priority=priority,
             deadline_s=deadline_s,
             answer_prefix=run.prefix,
@@ -107,3 +108,19 @@ def _with_tokens(explanation: Explanation, stream: RequestStream) -> Explanation
             "completion": done.completion_tokens,
         }
     return explanation
+
+
+def needs_no_model(decision: Decision) -> bool:
+    """Rankings and comparisons are worded by their own reason sentences."""
+    return decision.intent.kind is IntentKind.TOP_N or bool(decision.compared)
+
+
+def summary_explanation(decision: Decision) -> Explanation:
+    """compare and top_n are explained by their own reason sentences, deterministically."""
+    parts = [reason.text for reason in decision.summary]
+    if decision.compared and decision.verdict is not None and decision.sheet is not None:
+        parts.append(template_explanation(decision.verdict, decision.sheet))
+    joiner = "" if decision.language == "zh" else " "
+    return Explanation(
+        text=joiner.join(parts), source="template", finish_reason="stop", fallback_reason="summary"
+    )

@@ -1,10 +1,11 @@
-"""An answer as JSON: the one shape the CLI's --json and the HTTP API both speak."""
+"""An answer as JSON: the one shape the CLI's --json, the SSE events, the JSON answer and
+the chat model's extension all speak."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from worthit.answer.pipeline import Finished
+from worthit.answer.events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Explanation
 from worthit.facts.sheet import FactSheet
@@ -19,6 +20,7 @@ def verdict_payload(decision: Decision) -> dict[str, Any]:
         "intent": decision.intent.kind.value,
         "language": decision.language,
         "verdict": verdict.kind.value if verdict else None,
+        "verdict_label": verdict.kind.label(decision.language) if verdict else None,
         "confidence": verdict.confidence if verdict else None,
         "reasons": [r.to_dict() for r in verdict.reasons] if verdict else [],
         "sku": sheet.sku if sheet else None,
@@ -35,6 +37,7 @@ def verdict_payload(decision: Decision) -> dict[str, Any]:
                 "sku": j.sheet.sku,
                 "title": j.sheet.title,
                 "verdict": j.verdict.kind.value,
+                "verdict_label": j.verdict.kind.label(decision.language),
                 "confidence": j.verdict.confidence,
                 "facts_version": j.sheet.version,
             }
@@ -84,11 +87,24 @@ def explanation_payload(explanation: Explanation | None) -> dict[str, Any]:
     return data
 
 
+DONE_FIELDS = ("finish_reason", "explanation_source", "explanation", "fallback_reason",
+               "ungrounded", "timings_ms", "tokens", "priority")  # fmt: skip
+"""What the SSE `done` event carries: the answer's end, without repeating the verdict."""
+
+
 def answer_payload(finished: Finished) -> dict[str, Any]:
+    """The whole answer: the verdict's fields, the explanation, timings and accounting."""
     data = verdict_payload(finished.decision)
     data.update(explanation_payload(finished.explanation))
+    data["tokens"] = dict(finished.explanation.tokens) if finished.explanation else {}
     data["timings_ms"] = finished.timings_ms
+    data["priority"] = finished.priority.name.lower()
     return data
+
+
+def done_payload(finished: Finished) -> dict[str, Any]:
+    answer = answer_payload(finished)
+    return {key: answer[key] for key in DONE_FIELDS if key in answer}
 
 
 def facts_summary(sheet: FactSheet) -> dict[str, Any]:

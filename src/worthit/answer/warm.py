@@ -9,7 +9,7 @@ prefills only its own ~40 tokens and the LLM explanation fits in the deadline.
 
 from __future__ import annotations
 
-from worthit.answer.pipeline import needs_no_model
+from worthit.answer.live import needs_no_model
 from worthit.decide.decider import Decider
 from worthit.engine.engine import Engine
 from worthit.explain.explainer import ExplanationRun

@@ -9,19 +9,27 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from worthit.answer.answerer import Answerer
+from worthit.answer.events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload
-from worthit.answer.pipeline import Answerer, Finished, VerdictReady
+from worthit.cli.engine_host import run_with_engine
 from worthit.cli.market import build_demo
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import AsOfOption, DbOption, JsonOption, as_of_ms, db_path
 from worthit.cli.progress import stderr
 from worthit.cli.render import print_timings, print_unresolved, print_verdict
 from worthit.decide.decider import DecisionStatus
-from worthit.engine.model_files import MODEL_ENV
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.engine.runner import LlamaRunner
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.market.store import MarketStore
+from worthit.market.timeutil import fixed_clock, iso, now_ms
 
 EXIT_UNKNOWN = 3
 EXIT_AMBIGUOUS = 4
+ASK_CONTEXT = 4096
+"""KV cells for one question at a time: a ~600-token prompt and its answer fit many times."""
 
 
 def ask_command(
@@ -35,6 +43,16 @@ def ask_command(
         str | None, typer.Option(help="Skip product resolution: ask about this SKU.")
     ] = None,
     max_tokens: Annotated[int, typer.Option(min=1, max=512)] = DEFAULT_MAX_TOKENS,
+    deadline_ms: Annotated[
+        int | None,
+        typer.Option(
+            min=50,
+            help="Latency objective of the whole answer; past it the template is used. "
+            "Default: none, the model finishes.",
+        ),
+    ] = None,
+    threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
+    as_of: AsOfOption = None,
     no_llm: Annotated[
         bool, typer.Option("--no-llm", help="Template explanation only; no model is loaded.")
     ] = False,
@@ -44,30 +62,49 @@ def ask_command(
     if not question.strip():
         stderr.print("[red]error:[/] the question is empty")
         raise typer.Exit(2)
-    streamer = None
+    moment = as_of_ms(as_of)
+    engine = None
     if not no_llm:
-        from worthit.engine.llama_stream import LlamaStreamer
-
-        streamer = LlamaStreamer(model)  # resolves the bundled model when None
-    store = _open_or_build(db_path(db))
-    if sku is not None and not store.has_sku(sku):
-        stderr.print(f"[red]error:[/] unknown sku {sku!r}")
-        raise typer.Exit(EXIT_UNKNOWN)
-    answerer = Answerer(store, streamer, max_tokens=max_tokens)
+        config = EngineConfig(context_size=ASK_CONTEXT, n_threads=threads, max_sequences=2)
+        engine = Engine(LlamaRunner(resolve_model_path(model), config), config)
+    try:
+        store = _open_or_build(db_path(db))
+        if sku is not None and not store.has_sku(sku):
+            stderr.print(f"[red]error:[/] unknown sku {sku!r}")
+            raise typer.Exit(EXIT_UNKNOWN)
+    except BaseException:
+        if engine is not None:
+            engine.close()
+        raise
+    answerer = Answerer(store, engine, clock=now_ms if moment is None else fixed_clock(moment))
     out = Console(highlight=False, soft_wrap=True)
-    finished: Finished | None = None
-    for event in answerer.ask(question, sku=sku):
-        if isinstance(event, VerdictReady):
-            if not as_json:
-                _show_decision(out, event)
-        elif isinstance(event, Delta):
-            if not as_json:
-                out.print(event.text, end="", markup=False)
-        else:
-            finished = event
-    assert finished is not None
+
+    async def answer() -> Finished:
+        finished: Finished | None = None
+        events = answerer.ask(
+            question,
+            sku=sku,
+            deadline_s=None if deadline_ms is None else deadline_ms / 1000,
+            max_tokens=max_tokens,
+        )
+        async for event in events:
+            if isinstance(event, VerdictReady):
+                if not as_json:
+                    _show_decision(out, event, moment)
+            elif isinstance(event, Delta):
+                if not as_json:
+                    out.print(event.text, end="", markup=False)
+            else:
+                finished = event
+        assert finished is not None
+        return finished
+
+    finished = run_with_engine(engine, answer, calibrate=deadline_ms is not None)
     if as_json:
-        print(json.dumps(answer_payload(finished), ensure_ascii=False))
+        payload = answer_payload(finished)
+        if moment is not None:
+            payload["as_of"] = iso(moment)
+        print(json.dumps(payload, ensure_ascii=False))
     else:
         _show_end(out, finished)
     status = finished.decision.status
@@ -86,8 +123,10 @@ def _open_or_build(path: Path) -> MarketStore:
     return store
 
 
-def _show_decision(out: Console, event: VerdictReady) -> None:
+def _show_decision(out: Console, event: VerdictReady, moment: int | None) -> None:
     decision = event.decision
+    if moment is not None:
+        out.print(f"[dim]as of {iso(moment)}: from data stamped up to then[/]")
     if decision.status is DecisionStatus.ANSWERED:
         print_verdict(out, decision)
         out.print()

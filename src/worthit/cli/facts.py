@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import AsOfOption, DbOption, JsonOption, as_of_ms, db_path
 from worthit.cli.progress import stderr
 from worthit.cli.render import facts_table
 from worthit.facts.builder import FactsBuilder
@@ -18,14 +18,15 @@ from worthit.market.store import MarketStore
 def facts_command(
     sku: Annotated[str, typer.Argument(help="The product's SKU.")],
     db: DbOption = None,
+    as_of: AsOfOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print one product's fact sheet as of now."""
+    """Print one product's fact sheet as of now (or as of --as-of)."""
     path = db_path(db, create=False)
     if not path.exists():
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
-    sheet = FactsBuilder(MarketStore(path)).build(sku)
+    sheet = FactsBuilder(MarketStore(path)).build(sku, at_ms=as_of_ms(as_of))
     if sheet is None:
         stderr.print(f"[red]error:[/] unknown sku {sku!r}")
         raise typer.Exit(3)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from worthit.market.timeutil import date_to_ms, to_ms
 
 DB_ENV = "WORTHIT_DB"
 
@@ -35,3 +38,32 @@ def db_path(db: Path | None, create: bool = True) -> Path:
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+AsOfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help="Answer as worthit would have at this moment, from data stamped up to it: "
+        "an ISO 8601 time (2026-11-30T18:00:00Z; no zone means UTC) or a day (its end).",
+        show_default=False,
+    ),
+]
+
+
+def as_of_ms(text: str | None) -> int | None:
+    """The --as-of moment in epoch ms (a bare day means its last millisecond), or None.
+
+    Raises typer.BadParameter naming the option for anything else.
+    """
+    if text is None:
+        return None
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return date_to_ms(day + timedelta(days=1)) - 1
+        return to_ms(datetime.fromisoformat(text))
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected an ISO 8601 time or day, got {text!r}", param_hint="--as-of"
+        ) from None

@@ -5,9 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from worthit.answer.pipeline import Finished
+from worthit.answer.events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.facts.sheet import FactSheet
+from worthit.text.money import money
 
 _COLOURS = {"BUY": "bold green", "WAIT": "bold yellow", "SKIP": "bold red"}
 
@@ -80,25 +81,27 @@ def facts_table(sheet: FactSheet) -> Table:
     table = Table(title=f"{sheet.title} [{sheet.sku}]", show_header=False, title_justify="left")
     table.add_column("fact", style="dim")
     table.add_column("value")
-    cur = sheet.currency
+
+    def m(value: float | None) -> str:
+        return "—" if value is None else money(value, sheet.currency)
+
     rows: list[tuple[str, str]] = [
         ("brand / category", f"{sheet.brand} / {sheet.category}"),
-        ("current price", f"{_m(sheet.current_price)} {cur} at {sheet.current_price_at or '—'}"),
-        ("seller's list price", f"{_m(sheet.list_price)} (not trusted)"),
+        ("current price", f"{m(sheet.current_price)} at {sheet.current_price_at or '—'}"),
+        ("seller's list price", f"{m(sheet.list_price)} (not trusted)"),
     ]
     for w in sheet.windows:
         rows.append(
             (
                 f"{w.days}-day min / avg / median",
-                f"{_m(w.min)} / {_m(w.avg)} / {_m(w.median)}  ({w.observations} obs)",
+                f"{m(w.min)} / {m(w.avg)} / {m(w.median)}  ({w.observations} obs)",
             )
         )
     r = sheet.rating
     rows += [
         (
             "all-time low / high",
-            f"{_m(sheet.all_time_low)} ({sheet.all_time_low_at or '—'}) / "
-            f"{_m(sheet.all_time_high)}",
+            f"{m(sheet.all_time_low)} ({sheet.all_time_low_at or '—'}) / {m(sheet.all_time_high)}",
         ),
         ("90-day percentile", _n(sheet.percentile_90d)),
         ("30-day trend", f"{_n(sheet.trend_30d_pct)}%"),
@@ -121,12 +124,12 @@ def facts_table(sheet: FactSheet) -> Table:
         ("stock", f"{sheet.stock if sheet.stock is not None else '—'} at {sheet.stock_at or '—'}"),
         (
             "active promotions",
-            "; ".join(f"{p.name} {_m(p.price)} until {p.ends}" for p in sheet.active_promotions)
+            "; ".join(f"{p.name} {m(p.price)} until {p.ends}" for p in sheet.active_promotions)
             or "none",
         ),
         (
             "upcoming promotions",
-            "; ".join(f"{p.name} {_m(p.price)} from {p.starts}" for p in sheet.upcoming_promotions)
+            "; ".join(f"{p.name} {m(p.price)} from {p.starts}" for p in sheet.upcoming_promotions)
             or "none",
         ),
         ("sales, last 3 days", str(sheet.sales_3d)),
@@ -136,10 +139,6 @@ def facts_table(sheet: FactSheet) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
-
-
-def _m(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.2f}"
 
 
 def _n(value: float | None) -> str:

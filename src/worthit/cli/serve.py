@@ -46,7 +46,8 @@ def serve_command(
     from worthit.engine.engine import Engine
     from worthit.engine.runner import LlamaRunner
     from worthit.server import runtime
-    from worthit.server.service_app import ServiceSettings, create_service_app
+    from worthit.server.app import create_app
+    from worthit.server.settings import ServiceSettings
 
     model_path = resolve_model_path(model)
     if demo and host not in LOOPBACK:
@@ -77,7 +78,7 @@ def serve_command(
     )
     engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()
-    app = create_service_app(settings, engine=engine)
+    app = create_app(settings, engine=engine)
     url = f"http://{'[::1]' if host == '::1' else host}:{port}"
     stderr.print(f"worthit on {url}  (model {model_path.name}, market {path})")
     if demo:

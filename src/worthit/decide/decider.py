@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from worthit.decide.intent import Intent, IntentKind, parse_intent
-from worthit.decide.phrasing import number, sentence, verdict_name
+from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
@@ -166,9 +166,9 @@ class Decider:
         tie = _compare_key(best) == _compare_key(other)
         values: dict[str, str | float] = {
             "title": best.sheet.title,
-            "kind": verdict_name(best.verdict.kind.value, intent.language),
+            "kind": best.verdict.kind.label(intent.language),
             "other_title": other.sheet.title,
-            "other_kind": verdict_name(other.verdict.kind.value, intent.language),
+            "other_kind": other.verdict.kind.label(intent.language),
             "rating": best.sheet.rating.bayesian or 0.0,
             "other_rating": other.sheet.rating.bayesian or 0.0,
         }

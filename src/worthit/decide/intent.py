@@ -73,12 +73,36 @@ def _alternation(words: str) -> str:
 # --- numbers --------------------------------------------------------------------------------
 
 _EN_NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "couple": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "fifteen": 15, "twenty": 20, "thirty": 30,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "couple": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
+    "thirty": 30,
 }
 _ZH_DIGITS = {
-    "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
 }
 _NUM = (
     r"\d{1,4}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
@@ -252,8 +276,18 @@ _TOP_N = _compile(*_TOP_N_EN, *_TOP_N_ZH)
 _RATING = _compile(*_RATING_EN, *_RATING_ZH)
 _SALES = _compile(*_SALES_EN, *_SALES_ZH)
 _UNIT_DAYS = {
-    "d": 1, "w": 7, "f": 14, "m": 30, "y": 365,
-    "天": 1, "日": 1, "周": 7, "星": 7, "礼": 7, "月": 30, "年": 365,
+    "d": 1,
+    "w": 7,
+    "f": 14,
+    "m": 30,
+    "y": 365,
+    "天": 1,
+    "日": 1,
+    "周": 7,
+    "星": 7,
+    "礼": 7,
+    "月": 30,
+    "年": 365,
 }
 _MULTIPLIERS = {"k": 1000.0, "千": 1000.0, "万": 10000.0}
 

@@ -1,7 +1,7 @@
 """One sentence per reason code, in English and Chinese.
 
-The numbers are formatted here and nowhere else, so what a reason says is exactly
-what its `numbers` hold, and the grounding guard can trust both.
+The numbers are formatted through here (money by `worthit.text.money`), so what a
+reason says is exactly what its `numbers` hold, and the grounding guard can trust both.
 """
 
 from __future__ import annotations
@@ -45,12 +45,16 @@ _EN: dict[str, str] = {
     "over_budget": "At {current} it is over your budget of {budget}.",
     "top_budget": "Only products priced at or under {budget} today.",
     "low_stock": "Only {quantity} left in stock.",
-    "compare_pick": "{title} is the better choice: {kind} against {other_kind} for {other_title}.",
+    "compare_pick": (
+        "{title} is the better choice: “{kind}” against “{other_kind}” for {other_title}."
+    ),
     "compare_pick_rating": (
-        "{title} is the better choice: both are {kind}, and it is rated {rating}/5 against "
+        "{title} is the better choice: both are “{kind}”, and it is rated {rating}/5 against "
         "{other_rating}/5 for {other_title}."
     ),
-    "compare_tie": "Neither is clearly better: {title} is {kind}, {other_title} is {other_kind}.",
+    "compare_tie": (
+        "Neither is clearly better: {title} is “{kind}”, {other_title} is “{other_kind}”."
+    ),
     "top_sales": "#{rank} {title}: {value} sold in the last {days} days.",
     "top_rating": "#{rank} {title}: rated {value}/5 from {count} reviews in the last {days} days.",
     "top_empty": "No {category} had sales or reviews in the last {days} days.",
@@ -96,28 +100,6 @@ _ZH: dict[str, str] = {
     "top_empty": "近{days}天没有{category}的销量或评价。",
     "top_empty_budget": "近{days}天没有当前价格不超过{budget}的{category}有销量或评价。",
 }
-
-_CURRENCY_SYMBOLS = {"USD": "$", "CNY": "¥", "EUR": "€", "GBP": "£", "JPY": "¥"}
-
-
-_KIND_ZH = {
-    "BUY": "值得买",
-    "WAIT": "建议等等",
-    "SKIP": "不建议买",
-    "INSUFFICIENT_DATA": "数据不足",
-}
-
-
-def verdict_name(kind: str, language: str) -> str:
-    """A verdict as a compare sentence names it: the enum in English, words in Chinese."""
-    return _KIND_ZH.get(kind, kind) if language == "zh" else kind
-
-
-def money(amount: float, currency: str) -> str:
-    symbol = _CURRENCY_SYMBOLS.get(currency)
-    if symbol:
-        return f"{symbol}{amount:,.2f}"
-    return f"{amount:,.2f} {currency}"
 
 
 def number(value: float) -> str:

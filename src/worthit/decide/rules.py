@@ -11,9 +11,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worthit.decide.phrasing import money, number, sentence
+from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.sheet import FactSheet, RatingFacts
+from worthit.text.money import money
 
 
 @dataclass(frozen=True)

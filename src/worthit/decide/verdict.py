@@ -13,6 +13,27 @@ class VerdictKind(StrEnum):
     SKIP = "SKIP"
     INSUFFICIENT_DATA = "INSUFFICIENT_DATA"
 
+    def label(self, language: str) -> str:
+        """The verdict in a shopper's words ("Better to wait", "建议再等等"): the one wording
+        the templates, the compare sentences, the prompt and the page all use."""
+        return _LABELS["zh" if language.lower().startswith("zh") else "en"][self]
+
+
+_LABELS = {
+    "en": {
+        VerdictKind.BUY: "Worth buying now",
+        VerdictKind.WAIT: "Better to wait",
+        VerdictKind.SKIP: "Not worth buying",
+        VerdictKind.INSUFFICIENT_DATA: "Not enough data yet",
+    },
+    "zh": {
+        VerdictKind.BUY: "值得现在买",
+        VerdictKind.WAIT: "建议再等等",
+        VerdictKind.SKIP: "不建议购买",
+        VerdictKind.INSUFFICIENT_DATA: "数据还不够，暂时无法判断",
+    },
+}
+
 
 class Polarity(StrEnum):
     """Which way a reason pushes: towards buying, waiting, skipping, or neither."""

@@ -1,48 +1,32 @@
-"""The explanation flow: prompt → model stream → guard → text, or the template instead.
+"""The rules of one explanation: model text → shaping → guard → kept text, or the template.
 
 The verdict is already out when this runs; the model only words it. Whatever goes
 wrong here (an ungrounded number, an empty answer, a model error) ends in the
-deterministic template, never in a missing explanation.
+deterministic template, never in a missing explanation. Who drives the model is the
+answer layer's business (`worthit.answer.live`); the rules live here once.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from worthit.decide.verdict import Verdict
 from worthit.explain.guard import allowed_numbers
-from worthit.explain.guarded_stream import GuardedStream, UngroundedError, last_sentence_end
+from worthit.explain.guarded_stream import GuardedStream, UngroundedError
 from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.sanity import problem, repetitive
-from worthit.explain.templates import SENTENCE_ENDS, template_explanation
+from worthit.explain.templates import template_explanation
 from worthit.facts.sheet import FactSheet
 from worthit.market.entities import Review
-
-_log = logging.getLogger(__name__)
+from worthit.text.sentences import ends_sentence, last_sentence_end
 
 DEFAULT_MAX_TOKENS = 64
-STOP: list[str] = []
-"""No stop strings: an explanation is one paragraph, but a new line before its first word
-is layout ("because:\n1. The price…"), so the run, not the engine, decides what a new
-line means (see `ExplanationRun._one_paragraph`)."""
-
-
-class TextStreamer(Protocol):
-    """Anything that turns chat messages into streamed text (llama.cpp, the engine, a remote)."""
-
-    def stream(
-        self,
-        messages: list[dict[str, str]],
-        max_tokens: int = ...,
-        temperature: float = ...,
-        stop: list[str] | None = ...,
-        answer_prefix: str = ...,
-    ) -> Iterator[str]: ...
+"""No stop strings go with it: an explanation is one paragraph, but a new line before its
+first word is layout ("because:\n1. The price…"), so the run, not the engine, decides what
+a new line means (see `ExplanationRun._one_paragraph`)."""
 
 
 @dataclass
@@ -76,9 +60,9 @@ class FallbackError(Exception):
 class ExplanationRun:
     """One explanation, driven piece by piece by whoever owns the model stream.
 
-    The CLI drives it from a blocking iterator, the server from the engine's async
-    stream; the rules (prefix, guard, sentence limit, sanity checks, fallback) live here
-    once. `feed` returns the text that is safe to show, or raises FallbackError.
+    The answer layer feeds it the engine's stream; the rules (prefix, guard, sentence
+    limit, sanity checks, fallback) live here once. `feed` returns the text that is safe
+    to show, or raises FallbackError.
     """
 
     def __init__(
@@ -193,51 +177,6 @@ class ExplanationRun:
         )
 
 
-def explain(
-    sheet: FactSheet,
-    reviews: Sequence[Review],
-    verdict: Verdict,
-    question: str,
-    streamer: TextStreamer | None,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-) -> Iterator[Delta | Explanation]:
-    """Yields guarded text deltas, then one Explanation (the last item, always).
-
-    The answer is started for the model with the verdict's headline ("Better to wait
-    because"), so what it writes is the reason, not a new verdict.
-    """
-    run = ExplanationRun(sheet, reviews, verdict, question)
-    if streamer is None:
-        yield run.fallback("no_model")
-        return
-    pieces = streamer.stream(
-        run.messages, max_tokens=max_tokens, temperature=0.0, stop=STOP, answer_prefix=run.prefix
-    )
-    try:
-        for piece in _model_pieces(pieces, run):
-            out = run.feed(piece)
-            if out:
-                yield Delta(out)
-            if run.done:
-                break
-        tail, explanation = run.finish()
-    except FallbackError as fallback:
-        yield fallback.explanation
-        return
-    if tail:
-        yield Delta(tail)
-    yield explanation
-
-
-def _model_pieces(pieces: Iterator[str], run: ExplanationRun) -> Iterator[str]:
-    """The model's pieces; a model that fails mid-answer becomes the template, not a crash."""
-    try:
-        yield from pieces
-    except Exception as exc:  # a model library raises whatever it raises
-        _log.warning("model failed mid-answer, template instead: %r", exc)
-        raise FallbackError(run.fallback("model_error")) from exc
-
-
 _LETTER = re.compile(r"[^\W\d_]")
 _OPENER = re.compile(r"^\s*of\b", re.IGNORECASE)
 LEAD_CHARS = 6
@@ -259,7 +198,7 @@ def _unlisted(lead: str) -> str:
 
 
 def _looks_cut(text: str) -> bool:
-    return not text.rstrip().endswith(SENTENCE_ENDS)
+    return not ends_sentence(text)
 
 
 def _ms(started: float) -> float:

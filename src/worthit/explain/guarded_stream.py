@@ -12,19 +12,11 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 from worthit.explain.guard import Grounds, GuardResult, check_grounding
+from worthit.text.sentences import sentence_ends
 
-_TRAILING_NUMBER = re.compile(
-    r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?\s*$|[.,][\d０-９]*$"
-)
+_TRAILING_NUMBER = re.compile(r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?\s*$|[.,][\d０-９]*$")
 """A number that may still grow; a date ("2026-11-"), a range ("5-") or a day waiting for
 its month ("13 " before "November") counts as one."""
-SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|[。！？]")
-"""An ASCII terminator followed by space or the end ("4.5" is not an end), or a CJK one."""
-
-
-def last_sentence_end(text: str) -> int:
-    """Index just after the last complete sentence of text (0 if none)."""
-    return max((m.end() for m in SENTENCE_END.finditer(text)), default=0)
 
 
 class UngroundedError(ValueError):
@@ -48,7 +40,7 @@ class GuardedStream:
     @property
     def done(self) -> bool:
         """True once the released text holds the sentences asked for."""
-        return len(SENTENCE_END.findall(self.text[: self.released])) >= self.max_sentences
+        return len(sentence_ends(self.text[: self.released])) >= self.max_sentences
 
     def feed(self, delta: str) -> str:
         """Add model text; return the newly safe part, or raise UngroundedError."""
@@ -73,7 +65,7 @@ class GuardedStream:
         return out
 
     def _sentence_limit(self) -> int:
-        ends = list(SENTENCE_END.finditer(self.text))
+        ends = sentence_ends(self.text)
         if len(ends) >= self.max_sentences:
-            return ends[self.max_sentences - 1].end()
+            return ends[self.max_sentences - 1]
         return len(self.text)

@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from worthit.decide.verdict import Verdict
-from worthit.explain.templates import language_of, verdict_headline
+from worthit.explain.templates import language_of
 from worthit.explain.untrusted import clean_untrusted, neutralise_markers, quote_reviews
 from worthit.facts.sheet import FactSheet, PromotionFact
 from worthit.market.entities import Review
@@ -106,14 +106,14 @@ def build_messages(
 def answer_prefix(verdict: Verdict) -> str:
     """How the model's answer starts: the verdict's headline, then "because"."""
     language = language_of(verdict)
-    headline = verdict_headline(verdict.kind, language)
+    headline = verdict.kind.label(language)
     return f"{headline}，因为" if language == "zh" else f"{headline} because"
 
 
 def _verdict_block(verdict: Verdict) -> str:
     """The verdict and its two leading reasons: all the model has to word."""
     language = language_of(verdict)
-    headline = verdict_headline(verdict.kind, language)
+    headline = verdict.kind.label(language)
     reasons = " ".join(r.text.strip() for r in verdict.reasons[:2] if r.text.strip())
     if language == "zh":
         return f"结论：{headline}。\n理由：{reasons}"

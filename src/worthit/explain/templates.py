@@ -10,38 +10,20 @@ from __future__ import annotations
 
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.sheet import FactSheet
+from worthit.text.money import money
+from worthit.text.sentences import ends_sentence
 
-_HEADLINES = {
-    "en": {
-        VerdictKind.BUY: "Worth buying now",
-        VerdictKind.WAIT: "Better to wait",
-        VerdictKind.SKIP: "Not worth buying",
-        VerdictKind.INSUFFICIENT_DATA: "Too little data for a verdict yet",
-    },
-    "zh": {
-        VerdictKind.BUY: "值得现在买",
-        VerdictKind.WAIT: "建议再等等",
-        VerdictKind.SKIP: "不建议购买",
-        VerdictKind.INSUFFICIENT_DATA: "数据还不够，暂时无法判断",
-    },
-}
 _SUPPORTING = {
     VerdictKind.BUY: Polarity.BUY,
     VerdictKind.WAIT: Polarity.WAIT,
     VerdictKind.SKIP: Polarity.SKIP,
     VerdictKind.INSUFFICIENT_DATA: Polarity.INFO,
 }
-SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 
 
 def language_of(verdict: Verdict) -> str:
     """Chinese for any Chinese tag ("zh", "zh-CN"), English for everything else."""
     return "zh" if verdict.language.lower().startswith("zh") else "en"
-
-
-def verdict_headline(kind: VerdictKind, language: str) -> str:
-    """The verdict in a few words, e.g. "Better to wait"; `language` as `language_of` gives."""
-    return _HEADLINES[language][kind]
 
 
 def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
@@ -50,9 +32,9 @@ def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
     end = "。" if language == "zh" else "."
     sentences = [_sentence(r.text, end) for r in _top_reasons(verdict)]
     if not sentences and sheet.current_price is not None:
-        price = f"{sheet.current_price:.2f} {sheet.currency}"
-        sentences = [f"当前售价 {price}。" if language == "zh" else f"It sells for {price} now."]
-    headline = verdict_headline(verdict.kind, language)
+        price = money(sheet.current_price, sheet.currency)
+        sentences = [f"当前售价{price}。" if language == "zh" else f"It sells for {price} now."]
+    headline = verdict.kind.label(language)
     if not sentences:
         return headline + end
     # A colon before a complete sentence keeps that sentence's capital (APA style), so
@@ -76,4 +58,4 @@ def _top_reasons(verdict: Verdict) -> list[Reason]:
 
 def _sentence(text: str, end: str) -> str:
     text = text.strip()
-    return text if text.endswith(SENTENCE_ENDS) else text + end
+    return text if ends_sentence(text) else text + end

@@ -20,7 +20,7 @@ from worthit.facts.stats import (
 )
 from worthit.market.entities import PricePoint, Product, Promotion
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, day_iso, from_ms, iso, now_ms
+from worthit.market.timeutil import DAY_MS, Clock, day_iso, from_ms, iso, now_ms
 
 WINDOWS = (30, 90, 180)
 RECENT_RATING_DAYS = 30
@@ -31,10 +31,14 @@ PRIOR_TTL_S = 300.0
 
 
 class FactsBuilder:
-    """Computes fact sheets; holds the category priors, which change slowly."""
+    """Computes fact sheets; holds the category priors, which change slowly.
 
-    def __init__(self, store: MarketStore) -> None:
+    `clock` is what "now" means for a sheet built without an explicit moment.
+    """
+
+    def __init__(self, store: MarketStore, clock: Clock = now_ms) -> None:
         self.store = store
+        self.clock = clock
         self._priors: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
@@ -42,7 +46,7 @@ class FactsBuilder:
         product = self.store.product(sku)
         if product is None:
             return None
-        as_of = now_ms() if at_ms is None else at_ms
+        as_of = self.clock() if at_ms is None else at_ms
         prices = self.store.prices(sku, until_ms=as_of)
         return self._sheet(product, prices, as_of)
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 from worthit.facts.builder import PRIOR_WEIGHT, FactsBuilder
 from worthit.facts.stats import bayesian_average
-from worthit.market.timeutil import DAY_MS, from_ms, now_ms
+from worthit.market.timeutil import DAY_MS, from_ms
 
 Metric = Literal["sales", "rating"]
 MAX_CACHED = 256
@@ -63,12 +63,10 @@ class Rankings:
             cached = self._cache.get(key)
         if cached is not None and now - cached[0] < self.max_age_s:
             return cached[1]
-        items = self._ranked(category, metric, days, n, now_ms(), max_price)
+        items = self._ranked(category, metric, days, n, self.builder.clock(), max_price)
         with self._lock:
             if len(self._cache) >= MAX_CACHED:  # budgets make keys unbounded: drop the stale
-                self._cache = {
-                    k: v for k, v in self._cache.items() if now - v[0] < self.max_age_s
-                }
+                self._cache = {k: v for k, v in self._cache.items() if now - v[0] < self.max_age_s}
             self._cache[key] = (now, items)
         return items
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 
 DAY_MS = 86_400_000
+
+Clock = Callable[[], int]
+"""What "now" is, in epoch milliseconds: `now_ms` in a service, a fixed moment for an
+as-of answer or a test that must not depend on the day it runs."""
 
 
 def to_ms(moment: datetime) -> int:
@@ -32,3 +37,8 @@ def date_to_ms(day: date) -> int:
 
 def now_ms() -> int:
     return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+def fixed_clock(ms: int) -> Clock:
+    """A clock that always reads `ms`."""
+    return lambda: ms

@@ -1,12 +1,17 @@
-"""``python -m worthit.server``: the OpenAI-compatible server, for benchmarks and until
-``worthit serve`` is wired into the CLI."""
+"""``python -m worthit.server``: the engine alone behind the OpenAI-compatible API, for
+benchmarks against llama-server and llama_cpp.server on the same GGUF."""
 
 from __future__ import annotations
 
 import argparse
 
 from worthit.engine.config import EngineConfig
-from worthit.server.app import serve
+from worthit.engine.engine import Engine
+from worthit.engine.model_files import resolve_model_path
+from worthit.engine.runner import LlamaRunner
+from worthit.server import runtime
+from worthit.server.app import create_app
+from worthit.server.settings import ServiceSettings
 
 
 def main() -> None:
@@ -38,7 +43,10 @@ def main() -> None:
             None if args.default_deadline_ms is None else args.default_deadline_ms / 1000
         ),
     )
-    serve(args.host, args.port, args.model, config)
+    engine = Engine(LlamaRunner(resolve_model_path(args.model), config), config)
+    engine.claim_current_thread()
+    app = create_app(ServiceSettings(db_path=None, auth=False), engine=engine)
+    runtime.run(app, engine, args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,27 @@
-"""POST /v1/decide: the verdict at once, the explanation streamed after it."""
+"""POST /v1/decide: the verdict at once, the explanation streamed after it.
+
+The handler validates the request, hands it to the answer flow and renders the events
+the flow yields: as SSE (`verdict`, `token`…, `done`, or `error`) or as one JSON object.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from worthit.answer.live import explain_live
-from worthit.answer.payload import candidates_payload, explanation_payload, verdict_payload
+from worthit.answer.events import Event, Finished, VerdictReady
+from worthit.answer.payload import answer_payload, candidates_payload, done_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
-from worthit.engine.sequence import Priority
-from worthit.explain.explainer import Delta, Explanation
-from worthit.explain.prompt import prompt_reviews
+from worthit.explain.explainer import Delta
+from worthit.server.priority import request_priority
 from worthit.server.problems import ProblemError, problem_body
-from worthit.server.services import Services
 from worthit.server.sse import sse_event, wants_event_stream
+from worthit.server.state import StateDep
 
 router = APIRouter()
 
@@ -39,60 +42,53 @@ class DecideRequest(BaseModel):
     deadline_ms: int | None = Field(default=None, ge=50, le=30_000)
 
 
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
-
-
 @router.post("/v1/decide", response_model=None, tags=["decide"])
 async def decide(
     body: DecideRequest,
     request: Request,
+    state: StateDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
     """Answer a shopper's question. `Accept: text/event-stream` streams SSE events
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
-    services: Services = request.app.state.services
-    started = time.perf_counter()
-    if body.sku is not None and not services.store.has_sku(body.sku):
+    store, answerer = state.market()
+    if body.sku is not None and not store.has_sku(body.sku):
         raise ProblemError(404, "Unknown product", f"no product with sku {body.sku!r}", "sku")
-    decision = services.decider.decide(body.question, sku=body.sku, language=body.locale)
-    _refuse_unanswered(decision)
-    if decision.status is DecisionStatus.AMBIGUOUS:
-        return JSONResponse(
-            {
-                "status": "ambiguous",
-                "question": body.question,
-                "candidates": candidates_payload(decision),
-            }
-        )
-    timings = dict(decision.timings_ms)
-    timings["to_verdict"] = _ms(started)
-    request.state.server_timing = {"decide": timings["to_verdict"]}
-    priority: Priority = getattr(request.state, "priority", Priority.MEDIUM)
-    deadline_ms = body.deadline_ms or services.default_deadline_ms
-    reviews = prompt_reviews(services.store, decision.sheet) if decision.sheet else []
-    events = explain_live(
-        decision,
-        reviews,
-        getattr(request.app.state, "engine", None),
-        priority=priority,
-        deadline_s=deadline_ms / 1000 - (time.perf_counter() - started),
+    deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
+    events = answerer.ask(
+        body.question,
+        sku=body.sku,
+        language=body.locale,
+        priority=request_priority(request),
+        deadline_s=deadline_ms / 1000,
         max_tokens=body.max_tokens,
     )
+    first = await anext(events)
+    assert isinstance(first, VerdictReady)
+    decision = first.decision
+    if decision.status is not DecisionStatus.ANSWERED:
+        await events.aclose()
+        return _unanswered(decision, body.question)
+    request.state.server_timing = {"decide": first.timings_ms["to_verdict"]}
     if wants_event_stream(accept):
         return StreamingResponse(
-            _stream(decision, events, timings, started),
+            _stream(first, events),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
-    explanation = None
-    async for item in events:
-        if isinstance(item, Explanation):
-            explanation = item
-    return JSONResponse(_answer(decision, explanation, timings, started))
+    async for event in events:
+        if isinstance(event, Finished):
+            return JSONResponse(answer_payload(event))
+    raise AssertionError("the answer flow ends with Finished")
 
 
-def _refuse_unanswered(decision: Decision) -> None:
+def _unanswered(decision: Decision, question: str) -> JSONResponse:
+    """Ambiguous: the candidates (200); unknown or not understood: a problem naming why."""
+    if decision.status is DecisionStatus.AMBIGUOUS:
+        return JSONResponse(
+            {"status": "ambiguous", "question": question,
+             "candidates": candidates_payload(decision)}
+        )  # fmt: skip
     if decision.status is DecisionStatus.NOT_UNDERSTOOD:
         raise ProblemError(
             422,
@@ -100,60 +96,30 @@ def _refuse_unanswered(decision: Decision) -> None:
             "no product, category or ranking found in the question",
             "question",
         )
-    if decision.status is DecisionStatus.UNKNOWN_PRODUCT:
-        unknown = [r.mention for r in decision.resolutions if r.sku is None]
-        mention = unknown[0] if unknown else decision.question
-        raise ProblemError(
-            404,
-            "Unknown product",
-            f"no product matches {mention!r}",
-            "question",
-            mention=mention,
-            candidates=candidates_payload(decision),
-        )
+    unknown = [r.mention for r in decision.resolutions if r.sku is None]
+    mention = unknown[0] if unknown else decision.question
+    raise ProblemError(
+        404,
+        "Unknown product",
+        f"no product matches {mention!r}",
+        "question",
+        mention=mention,
+        candidates=candidates_payload(decision),
+    )
 
 
-def _answer(
-    decision: Decision, explanation: Explanation | None, timings: dict[str, float], started: float
-) -> dict[str, Any]:
-    data = verdict_payload(decision)
-    data.update(explanation_payload(explanation))
-    if explanation is not None:
-        timings.update(explanation.timings_ms)
-        data["tokens"] = explanation.tokens
-    timings["total"] = _ms(started)
-    data["timings_ms"] = timings
-    return data
-
-
-async def _stream(
-    decision: Decision,
-    events: AsyncIterator[Delta | Explanation],
-    timings: dict[str, float],
-    started: float,
-) -> AsyncIterator[str]:
-    verdict = verdict_payload(decision)
-    verdict["timings_ms"] = dict(timings)
+async def _stream(first: VerdictReady, events: AsyncGenerator[Event]) -> AsyncIterator[str]:
+    """The SSE events. A client that goes away closes this generator, which closes the
+    flow at once, and the flow aborts its engine request (freeing its KV)."""
+    verdict = verdict_payload(first.decision)
+    verdict["timings_ms"] = first.timings_ms
     yield sse_event("verdict", verdict)
-    try:
-        async for item in events:
-            if isinstance(item, Delta):
-                yield sse_event("token", {"text": item.text})
-            else:
-                done = _answer(decision, item, timings, started)
-                yield sse_event(
-                    "done",
-                    {
-                        key: done[key]
-                        for key in (
-                            "finish_reason",
-                            "explanation_source",
-                            "explanation",
-                            "timings_ms",
-                            "tokens",
-                        )
-                    }
-                    | {k: done[k] for k in ("fallback_reason", "ungrounded") if k in done},
-                )
-    except Exception as exc:  # the verdict is out; say what broke instead of cutting the stream
-        yield sse_event("error", problem_body(500, "Explanation failed", str(exc)))
+    async with aclosing(events):
+        try:
+            async for event in events:
+                if isinstance(event, Delta):
+                    yield sse_event("token", {"text": event.text})
+                elif isinstance(event, Finished):
+                    yield sse_event("done", done_payload(event))
+        except Exception as exc:  # the verdict is out: say what broke, do not cut the stream
+            yield sse_event("error", problem_body(500, "Explanation failed", str(exc)))

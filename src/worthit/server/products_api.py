@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
 
 from worthit.decide.rules import decide_verdict
-from worthit.market.timeutil import DAY_MS, iso, now_ms
+from worthit.market.timeutil import DAY_MS, iso
 from worthit.server.problems import ProblemError
-from worthit.server.services import Services
+from worthit.server.state import StateDep
 
 router = APIRouter(tags=["products"])
 
@@ -19,13 +19,13 @@ FACTS_CACHE_CONTROL = "public, max-age=5, stale-while-revalidate=30"
 
 @router.get("/v1/products")
 async def search_products(
-    request: Request,
+    state: StateDep,
     q: Annotated[str, Query(min_length=1, max_length=100, description="Text to complete")],
     limit: Annotated[int, Query(ge=1, le=50)] = 8,
 ) -> dict[str, Any]:
     """Autocomplete over titles, brands and aliases, English and Chinese."""
-    services: Services = request.app.state.services
-    hits = services.store.suggest(q, limit)
+    store, _ = state.market()
+    hits = store.suggest(q, limit)
     return {
         "items": [
             {
@@ -43,13 +43,13 @@ async def search_products(
 @router.get("/v1/products/{sku}/facts", response_model=None)
 async def product_facts(
     sku: str,
-    request: Request,
+    state: StateDep,
     locale: Annotated[Literal["en", "zh"], Query()] = "en",
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The fact sheet and the verdict computed from it; ETag is the facts version."""
-    services: Services = request.app.state.services
-    sheet = services.facts.get(sku)
+    _, answerer = state.market()
+    sheet = answerer.facts.get(sku)
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
     etag = f'"{sheet.version}-{locale}"'
@@ -61,6 +61,7 @@ async def product_facts(
         "facts": sheet.to_dict(),
         "verdict": {
             "verdict": verdict.kind.value,
+            "verdict_label": verdict.kind.label(locale),
             "confidence": verdict.confidence,
             "reasons": [r.to_dict() for r in verdict.reasons],
         },
@@ -71,16 +72,16 @@ async def product_facts(
 @router.get("/v1/products/{sku}/history")
 async def price_history(
     sku: str,
-    request: Request,
+    state: StateDep,
     days: Annotated[int, Query(ge=1, le=3650)] = 180,
 ) -> dict[str, Any]:
     """Price points for the chart, with the all-time low and the 90-day average marked."""
-    services: Services = request.app.state.services
-    sheet = services.facts.get(sku)
+    store, answerer = state.market()
+    sheet = answerer.facts.get(sku)
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
-    now = now_ms()
-    points = services.store.prices(sku, since_ms=now - days * DAY_MS, until_ms=now)
+    now = answerer.facts.builder.clock()
+    points = store.prices(sku, since_ms=now - days * DAY_MS, until_ms=now)
     window = sheet.window(90)
     return {
         "sku": sku,

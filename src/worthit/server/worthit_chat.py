@@ -1,121 +1,103 @@
-"""The `worthit` model on the OpenAI-compatible API: the grounded decision flow.
+"""The `worthit` model on the OpenAI-compatible API: the answer flow, in chat form.
 
 The last user message is the shopper's question. The answer leads with the verdict and
 its reasons (known before any model work), then the explanation streams after them, so
-an OpenAI client gets the same grounded answer as /v1/decide, in chat form.
+an OpenAI client gets the same grounded answer as /v1/decide, and the same evidence in
+the completion's `worthit` extension.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
-from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from worthit.answer.live import explain_live
-from worthit.answer.payload import explanation_payload, verdict_payload
+from worthit.answer.events import Event, Finished, VerdictReady
+from worthit.answer.payload import answer_payload
 from worthit.decide.decider import Decision, DecisionStatus
-from worthit.engine.detokenizer import last_sentence_end
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import Delta, Explanation
-from worthit.explain.prompt import prompt_reviews
-from worthit.server.app import chat_chunk, error_response
+from worthit.explain.explainer import Delta
 from worthit.server.openai_schema import ChatCompletionRequest
-from worthit.server.services import Services
+from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
+from worthit.server.state import ServiceState
+from worthit.text.sentences import last_sentence_end
 
 MODEL_ID = "worthit"
+MAX_EXPLANATION_TOKENS = 256
 
 
 async def worthit_chat(
-    body: ChatCompletionRequest, request: Request
+    body: ChatCompletionRequest, state: ServiceState, priority: Priority
 ) -> JSONResponse | StreamingResponse:
-    services: Services = request.app.state.services
     question = next((m.content for m in reversed(body.messages) if m.role == "user"), "").strip()
     if not question:
         return error_response(400, "messages: no user message to answer", "invalid_request_error",
                               "messages")  # fmt: skip
-    started = time.perf_counter()
-    decision = services.decider.decide(question)
-    deadline_ms = body.deadline_ms or services.default_deadline_ms
-    priority: Priority = getattr(request.state, "priority", Priority[body.priority.upper()])
-    events = _events(request, services, decision, priority, deadline_ms, body, started)
+    _, answerer = state.market()
+    deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
+    events = answerer.ask(
+        question,
+        priority=priority,
+        deadline_s=deadline_ms / 1000,
+        max_tokens=min(body.max_completion_tokens or body.max_tokens or 64,
+                       MAX_EXPLANATION_TOKENS),
+    )  # fmt: skip
+    pieces = _pieces(events)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     if body.stream:
         return StreamingResponse(
-            _chunks(events, completion_id, created),
+            _chunks(pieces, completion_id, created),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
-    text, extras = "", dict[str, Any]()
-    async for piece, final in events:
+    text, extension = "", dict[str, Any]()
+    async for piece, final in pieces:
         text += piece
-        extras = final or extras
+        extension = final or extension
     return JSONResponse(
-        {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": MODEL_ID,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": _usage(extras),
-            "worthit": extras,
-        }
+        completion_object(
+            completion_id, created, MODEL_ID, text, "stop", _usage(extension), extension
+        )
     )
 
 
-async def _events(
-    request: Request,
-    services: Services,
-    decision: Decision,
-    priority: Priority,
-    deadline_ms: int,
-    body: ChatCompletionRequest,
-    started: float,
-) -> AsyncIterator[tuple[str, dict[str, Any] | None]]:
-    """(text, None) pieces, then ("", evidence) once: verdict, explanation, timings."""
-    verdict = verdict_payload(decision)
-    yield _lead(decision), None
-    explanation: Explanation | None = None
-    released = ""  # the model's text sent so far: whole sentences only
+async def _pieces(
+    events: AsyncGenerator[Event],
+) -> AsyncGenerator[tuple[str, dict[str, Any] | None]]:
+    """(text, None) pieces, then ("", the answer's JSON) once.
+
+    A chat client cannot take text back, and a deadline may cut the model mid-sentence:
+    the model's text is released in whole sentences only (the kept text is cut so too).
+    """
+    released = ""
     buffer = ""
-    if decision.status is DecisionStatus.ANSWERED:
-        reviews = prompt_reviews(services.store, decision.sheet) if decision.sheet else []
-        async for item in explain_live(
-            decision,
-            reviews,
-            getattr(request.app.state, "engine", None),
-            priority=priority,
-            deadline_s=deadline_ms / 1000 - (time.perf_counter() - started),
-            max_tokens=min(body.max_completion_tokens or body.max_tokens or 64, 256),
-        ):
-            if isinstance(item, Delta):
-                # A chat client cannot take text back, and a deadline may cut the model
-                # mid-sentence: release whole sentences only (the kept text is cut so too).
-                buffer += item.text
+    async with aclosing(events):
+        async for event in events:
+            if isinstance(event, VerdictReady):
+                yield _lead(event.decision), None
+            elif isinstance(event, Delta):
+                buffer += event.text
                 end = last_sentence_end(buffer)
                 if end > len(released):
                     yield buffer[len(released) : end], None
                     released = buffer[:end]
             else:
-                explanation = item
-        summarised = explanation is not None and explanation.fallback_reason == "summary"
-        if explanation is not None and explanation.source == "template" and not summarised:
-            # the lead already lists a ranking or a comparison
-            yield ("\n\n" if released else "") + explanation.text, None
-    verdict.update(explanation_payload(explanation))
-    verdict["tokens"] = explanation.tokens if explanation else {}
-    verdict["timings_ms"] = {"total": round((time.perf_counter() - started) * 1000, 2)}
-    yield "", verdict
+                yield _tail(event, bool(released)), answer_payload(event)
+
+
+def _tail(finished: Finished, released: bool) -> str:
+    """The template's text when the model's was not kept (a summary is already in the lead)."""
+    explanation = finished.explanation
+    if explanation is None or explanation.source != "template":
+        return ""
+    if explanation.fallback_reason == "summary":
+        return ""
+    return ("\n\n" if released else "") + explanation.text
 
 
 def _lead(decision: Decision) -> str:
@@ -145,22 +127,23 @@ def _lead(decision: Decision) -> str:
 
 
 async def _chunks(
-    events: AsyncIterator[tuple[str, dict[str, Any] | None]], completion_id: str, created: int
+    pieces: AsyncGenerator[tuple[str, dict[str, Any] | None]], completion_id: str, created: int
 ) -> AsyncIterator[str]:
     def chunk(delta: dict[str, str], finish: str | None, **extra: Any) -> str:
         return chat_chunk(completion_id, created, MODEL_ID, delta, finish, **extra)
 
     yield chunk({"role": "assistant", "content": ""}, None)
-    async for text, final in events:
-        if text:
-            yield chunk({"content": text}, None)
-        if final is not None:
-            yield chunk({}, "stop", usage=_usage(final), worthit=final)
-    yield "data: [DONE]\n\n"
+    async with aclosing(pieces):
+        async for text, final in pieces:
+            if text:
+                yield chunk({"content": text}, None)
+            if final is not None:
+                yield chunk({}, "stop", usage=_usage(final), worthit=final)
+    yield DONE_LINE
 
 
-def _usage(extras: dict[str, Any]) -> dict[str, int]:
-    tokens = extras.get("tokens") or {}
+def _usage(extension: dict[str, Any]) -> dict[str, int]:
+    tokens = extension.get("tokens") or {}
     prompt, completion = int(tokens.get("prompt", 0)), int(tokens.get("completion", 0))
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}  # fmt: skip

@@ -1,0 +1,157 @@
+"""POST /v1/chat/completions and GET /v1/models: the OpenAI-compatible API.
+
+A request for the `worthit` model is a shopper's question and runs the answer flow
+(`worthit_chat`); any other model id is plain chat on the engine. worthit adds three
+request fields: `priority` (high/medium/low, at most the key's class), `deadline_ms`
+and `deadline_policy` ("complete", the default: all of max_tokens by the deadline; or
+"sentence"). A request the engine cannot serve before its deadline is refused at once
+with HTTP 503, `code: "deadline_unmeetable"` and `x-should-retry: false`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from worthit.engine.engine import Completion, RequestStream
+from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
+from worthit.engine.sequence import DeadlinePolicy, SamplingParams
+from worthit.server.openai_schema import ChatCompletionRequest
+from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
+from worthit.server.priority import request_priority
+from worthit.server.state import StateDep
+from worthit.server.worthit_chat import MODEL_ID, worthit_chat
+
+router = APIRouter(tags=["openai"])
+
+DEFAULT_MAX_TOKENS = 256
+
+
+@router.get("/v1/models")
+async def models(state: StateDep) -> dict[str, Any]:
+    ids = [state.running_engine().model_id]
+    if state.answerer is not None:
+        ids.insert(0, MODEL_ID)
+    return {
+        "object": "list",
+        "data": [
+            {"id": model_id, "object": "model", "created": 0, "owned_by": "worthit"}
+            for model_id in ids
+        ],
+    }
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request, state: StateDep
+) -> JSONResponse | StreamingResponse:
+    priority = request_priority(request, body.priority)
+    if body.model == MODEL_ID and state.answerer is not None:
+        return await worthit_chat(body, state, priority)
+    engine = state.running_engine()
+    try:
+        params = SamplingParams(
+            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            seed=body.seed,
+            stop=body.stop_strings(),
+        )
+        stream = engine.submit(
+            messages=[m.model_dump() for m in body.messages],
+            params=params,
+            priority=priority,
+            deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
+            deadline_policy=DeadlinePolicy(body.deadline_policy),
+        )
+    except AdmissionRefusedError as exc:
+        code = "deadline_unmeetable" if exc.reason == "deadline" else exc.reason
+        return error_response(503, str(exc), "admission_refused", "deadline_ms", code)
+    except PromptTooLongError as exc:
+        return error_response(400, str(exc), "invalid_request_error", "messages",
+                              "context_length_exceeded")  # fmt: skip
+    except EngineClosedError as exc:
+        return error_response(503, str(exc), "server_error")
+    except ValueError as exc:
+        return error_response(400, str(exc), "invalid_request_error")
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    extras = {"priority": priority.name.lower()}
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(
+            _sse(stream, completion_id, created, engine.model_id, include_usage, extras),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache"},
+        )
+    try:
+        done = await stream.collect()
+    finally:
+        stream.abort()  # no-op when finished; frees the KV if the client went away
+    return JSONResponse(
+        completion_object(
+            completion_id,
+            created,
+            engine.model_id,
+            done.text,
+            done.finish_reason.value,
+            usage(done),
+            extras | evidence(done),
+        )
+    )
+
+
+async def _sse(
+    stream: RequestStream,
+    completion_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+    extras: dict[str, Any],
+) -> AsyncIterator[str]:
+    """Chunks as OpenAI streams them. If the client disconnects, Starlette cancels this
+    generator and the finally clause aborts the request, which frees its KV."""
+    try:
+        yield chat_chunk(completion_id, created, model, {"role": "assistant", "content": ""})
+        async for delta in stream:
+            finish = delta.finish_reason.value if delta.finish_reason else None
+            if delta.text or finish:
+                content = {"content": delta.text} if delta.text else {}
+                yield chat_chunk(completion_id, created, model, content, finish)
+        done = stream.completion
+        if include_usage and done is not None:
+            yield chat_chunk(
+                completion_id, created, model, None, usage=usage(done),
+                worthit=extras | evidence(done),
+            )  # fmt: skip
+        yield DONE_LINE
+    finally:
+        stream.abort()
+
+
+def usage(done: Completion) -> dict[str, Any]:
+    return {
+        "prompt_tokens": done.prompt_tokens,
+        "completion_tokens": done.completion_tokens,
+        "total_tokens": done.prompt_tokens + done.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": done.cached_tokens},
+    }
+
+
+def evidence(done: Completion) -> dict[str, Any]:
+    """worthit's per-request evidence: timings and what the engine did."""
+    return {
+        "finish_reason": done.finish_reason.value,
+        "truncated_messages": done.truncated_messages,
+        "preemptions": done.preemptions,
+        "queue_ms": None if done.queue_s is None else round(done.queue_s * 1000, 2),
+        "ttft_ms": None if done.ttft_s is None else round(done.ttft_s * 1000, 2),
+        "prefill_ms": round(done.prefill_s * 1000, 2),
+        "e2e_ms": round(done.e2e_s * 1000, 2),
+    }

@@ -1,0 +1,26 @@
+"""What one `worthit serve` is configured with: every choice `create_app` acts on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from worthit.engine.config import EngineConfig
+from worthit.market.timeutil import Clock, now_ms
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    db_path: Path | None
+    """The market database. None serves the engine alone: the OpenAI-compatible API over
+    the GGUF, with no decisions, products or page (`python -m worthit.server`)."""
+    model_path: Path | None = None
+    """The GGUF to load at start-up, when no engine is handed to `create_app`."""
+    engine_config: EngineConfig | None = None
+    auth: bool = True
+    """API keys required on every route but the open ones (`--demo` turns it off)."""
+    default_deadline_ms: int = 800
+    warm_best_sellers: int = 0
+    """Explanation prompts of this many best sellers go into the prefix cache at start."""
+    clock: Clock = now_ms
+    """What "now" is for fact sheets; tests pin it, so answers do not depend on the day."""

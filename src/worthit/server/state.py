@@ -1,0 +1,55 @@
+"""The service's state as one typed object, reached by handlers through a dependency.
+
+`create_app` builds it; the lifespan fills in what exists only once the app runs (the
+engine, loaded then, and the answer flow over it). Handlers declare `state: StateDep`
+instead of reading untyped `app.state` attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from worthit.answer.answerer import Answerer
+from worthit.engine.engine import Engine
+from worthit.market.store import MarketStore
+from worthit.server.ratelimit import TenantLimiter
+from worthit.server.settings import ServiceSettings
+from worthit.server.tenants import TenantStore
+
+
+class NotStartedError(RuntimeError):
+    """A handler ran before the lifespan loaded the engine (a bug, not a client error)."""
+
+
+@dataclass
+class ServiceState:
+    settings: ServiceSettings
+    store: MarketStore | None
+    """None when the service is the engine alone."""
+    tenants: TenantStore | None
+    """None when auth is off (the demo)."""
+    limiter: TenantLimiter
+    engine: Engine | None = None
+    answerer: Answerer | None = None
+
+    def running_engine(self) -> Engine:
+        if self.engine is None:
+            raise NotStartedError("the engine is not loaded yet")
+        return self.engine
+
+    def market(self) -> tuple[MarketStore, Answerer]:
+        if self.store is None or self.answerer is None:
+            raise NotStartedError("this service has no market")
+        return self.store, self.answerer
+
+
+def service_state(request: Request) -> ServiceState:
+    state = request.app.state.service
+    assert isinstance(state, ServiceState)
+    return state
+
+
+StateDep = Annotated[ServiceState, Depends(service_state)]
