@@ -266,3 +266,42 @@ def test_worthit_model_streams_whole_sentences_only(market_copy: Path) -> None:
     assert "And then" not in streamed
     assert final is not None and final["explanation_source"] == "llm"
     assert final["explanation"].endswith("well rated by buyers.")
+
+
+@pytest.mark.parametrize("model", ["fake-model", "worthit", None])
+def test_a_keys_class_is_a_ceiling_on_every_route(
+    keyed_service: LiveServer, market_copy: Path, model: str | None
+) -> None:
+    """A low key asking for "high" (with the GGUF's model id, the worthit model or none)
+    runs low, and every answer says the class it ran at."""
+    _, key = TenantStore(market_copy).create("cheap", "low", rpm=100, tpm=10_000)
+    auth = {"Authorization": f"Bearer {key}"}
+    body: dict[str, object] = {
+        "messages": [{"role": "user", "content": "Is the Aurora NC700 worth buying?"}],
+        "max_tokens": 4,
+        "priority": "high",
+    }
+    if model is not None:
+        body["model"] = model
+    url = keyed_service.base_url + "/v1/chat/completions"
+    reply = httpx.post(url, json=body, headers=auth, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["worthit"]["priority"] == "low"
+    asked_lower = httpx.post(url, json=body | {"priority": "low"}, headers=auth, timeout=30)
+    assert asked_lower.json()["worthit"]["priority"] == "low"
+    decided = httpx.post(
+        keyed_service.base_url + "/v1/decide",
+        json={"question": "Is the Aurora NC700 worth buying?"},
+        headers=auth,
+        timeout=30,
+    )
+    assert decided.json()["priority"] == "low"
+    with httpx.stream(
+        "POST",
+        keyed_service.base_url + "/v1/decide",
+        json={"question": "Is the Aurora NC700 worth buying?"},
+        headers=auth | SSE,
+        timeout=30,
+    ) as response:
+        done = [data for name, data in events(response) if name == "done"]
+    assert done[0]["priority"] == "low"
