@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from worthit.engine.scheduler import Chunk
 from worthit.engine.sequence import SamplingParams
@@ -79,7 +79,7 @@ class FakeRunner:
     def used_cells(self) -> int:
         return len({cell for cells in self.kv.values() for cell in cells})
 
-    def step(self, chunks: Sequence[Chunk]) -> dict[int, int]:
+    def step(self, chunks: Sequence[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         out: dict[int, int] = {}
         self.steps.append([(c.seq_id, c.start, len(c.tokens), c.sample) for c in chunks])
         seen: set[int] = set()
@@ -95,6 +95,7 @@ class FakeRunner:
                 self.tokens[cell] = token
                 cells.append(cell)
             if chunk.sample:
+                assert chunk.seq_id in samplers, f"seq {chunk.seq_id}: sampled without a sampler"
                 out[chunk.seq_id] = self._next(cells)
         assert self.used_cells() <= self.n_ctx, "KV overflow"
         if self.step_delay_s is not None:
@@ -138,11 +139,11 @@ class ScriptedRunner(FakeRunner):
         self.script = [ord(c) + 1 for c in script]
         self.prompt_len: dict[int, int] = {}
 
-    def step(self, chunks: Sequence[Chunk]) -> dict[int, int]:
+    def step(self, chunks: Sequence[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         for chunk in chunks:
             if chunk.start == 0 or chunk.seq_id not in self.prompt_len:
                 self.prompt_len[chunk.seq_id] = len(chunk.seq.prompt_tokens)
-        return super().step(chunks)
+        return super().step(chunks, samplers)
 
     def _next(self, cells: list[int]) -> int:
         seq_id = next(s for s, c in self.kv.items() if c is cells)
@@ -168,9 +169,9 @@ class GatedRunner(FakeRunner):
     def release(self) -> None:
         self.gate.set()
 
-    def step(self, chunks: Sequence[Chunk]) -> dict[int, int]:
+    def step(self, chunks: Sequence[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         if self.armed and self.sampled:
             assert self.gate.wait(10), "test never released the runner"
-        out = super().step(chunks)
+        out = super().step(chunks, samplers)
         self.sampled = self.sampled or bool(out)
         return out

@@ -7,7 +7,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.latency import StepTimeModel
 from worthit.engine.scheduler import Scheduler, StepPlan, Update
-from worthit.engine.sequence import Priority, SamplingParams, Sequence, Timings
+from worthit.engine.sequence import Priority, SamplingParams, Sequence
 
 from engine_fakes import FakeRunner
 
@@ -37,6 +37,7 @@ class Harness:
         frozen model: exactly what the scheduler planned with)."""
         self.now = 0.0
         self.finished: list[Sequence] = []
+        """Sequences in the order they finished."""
 
     def seq(
         self,
@@ -54,22 +55,23 @@ class Harness:
             params=SamplingParams(max_tokens=max_tokens),
             priority=priority,
             deadline=deadline,
+            arrival=self.now,
             detokenizer=Detokenizer(self.runner.piece),
-            timings=Timings(arrival=self.now),
-            max_total_tokens=self.config.num_blocks * self.config.block_size,
             required_tokens=required_tokens,
         )
         self.scheduler.add(seq)
         return seq
 
     def step(self) -> tuple[StepPlan, list[Update]]:
+        """What the engine's step does, on the harness's clock."""
         plan = self.scheduler.schedule(self.now)
-        updates = self.scheduler.take_ended()
+        sampled: dict[int, int] = {}
+        step_s = 0.0
         if plan.chunks:
-            sampled = self.runner.step(plan.chunks)
+            sampled = self.runner.step(plan.chunks, {c.seq_id: None for c in plan.chunks})
             step_s = self.model.predict(plan.num_tokens) if self.timed else self.step_s
             self.now += step_s
-            updates += self.scheduler.postprocess(plan, sampled, step_s, self.now)
+        updates = self.scheduler.postprocess(plan, sampled, step_s, self.now)
         self.finished += [u.seq for u in updates if u.seq.is_finished]
         self.blocks.check()
         return plan, updates

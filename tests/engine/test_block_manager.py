@@ -10,7 +10,7 @@ def compute(kv: FakeRunner, bm: BlockManager, seq_id: int, tokens: list[int], st
     """Reserve, 'decode' and commit tokens[start:] for seq_id."""
     assert bm.reserve(seq_id, len(tokens))
     chunk = Chunk(seq=None, seq_id=seq_id, start=start, tokens=tokens[start:], sample=False)  # type: ignore[arg-type]
-    kv.step([chunk])
+    kv.step([chunk], {})
     bm.commit(seq_id, tokens, len(tokens))
 
 

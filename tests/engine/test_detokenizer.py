@@ -1,4 +1,4 @@
-from worthit.engine.detokenizer import Detokenizer, last_sentence_end
+from worthit.engine.detokenizer import Detokenizer
 
 
 def pieces(*chunks: bytes):
@@ -40,14 +40,3 @@ def test_held_back_prefix_released_when_stop_never_comes():
     assert detok.add(ids[0]) == "a "
     assert detok.add(ids[1]) == "##b"
     assert detok.flush() == ""
-
-
-def test_sentence_end_ignores_decimal_point():
-    assert last_sentence_end("It costs 4.5 dollars") == 0
-    assert last_sentence_end("Good. It costs 4.5 dollars") == 5
-    assert last_sentence_end("值得买。便宜") == 4
-    piece, ids = pieces(b"Price is 4.", b"5 now.")
-    detok = Detokenizer(piece)
-    detok.add(ids[0])
-    detok.add(ids[1])
-    assert detok.at_sentence_end()

@@ -29,7 +29,8 @@ def assert_clean(engine: Engine) -> None:
     """No request, sampler or KV left; cached prefixes are the only KV kept."""
     runner = engine.runner
     assert isinstance(runner, FakeRunner)
-    assert not engine.scheduler.running and not engine.scheduler.waiting
+    status = engine.status()
+    assert status.running == status.waiting == 0
     assert runner.samplers_alive == 0
     engine.blocks.check()
     assert set(runner.kv) == set(engine.blocks.tables)
@@ -269,6 +270,53 @@ def test_deadline_mid_sentence_cuts_the_answer_at_the_last_sentence_end():
     asyncio.run(main())
 
 
+def test_a_line_break_is_not_a_sentence_end():
+    """The engine cuts with the project's one sentence rule (worthit.text.sentences),
+    which leaves line breaks to the explanation flow: cut mid-sentence after "Ok\\n",
+    nothing was a finished sentence. (The engine's own rule used to end one there.)"""
+
+    async def main() -> None:
+        config = EngineConfig(context_size=1024, block_size=8)
+        runner = ScriptedRunner("Ok\n" + "and this second line just goes on " * 10)
+        runner.step_delay_s = (0.02, 0.0)
+        engine = make_engine(config, runner)
+        try:
+            stream = engine.submit("Why?", params=SamplingParams(max_tokens=400), deadline_s=0.5)
+            streamed = "".join([delta.text async for delta in stream])
+            done = stream.completion
+            assert done is not None and done.finish_reason is FinishReason.DEADLINE
+            assert streamed.startswith("Ok\nand this")
+            assert done.text == ""
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_status_reports_the_load():
+    async def main() -> None:
+        config = EngineConfig(context_size=1024, block_size=8)
+        runner = GatedRunner(n_ctx=config.context_size)
+        engine = make_engine(config, runner)
+        try:
+            assert engine.status().running == 0
+            stream = engine.submit("tell me everything " * 3, params=SamplingParams(max_tokens=500))
+            await stream.__anext__()  # the engine thread now waits inside the next step
+            busy = engine.status()
+            assert (busy.model_id, busy.running, busy.waiting) == ("fake-model", 1, 0)
+            assert busy.kv_usage > 0 and busy.cached_prefixes == 0
+            stream.abort()
+            runner.release()
+            await stream.collect()
+            idle = engine.status()
+            assert (idle.running, idle.waiting, idle.cached_prefixes) == (0, 0, 1)
+            assert idle.prefix_queried_tokens == 57
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
 def test_engine_driven_on_a_thread_it_did_not_start():
     """What `worthit serve` does (the engine on the main thread, the event loop on
     another): requests stream, and stop() ends the loop with unfinished ones aborted."""
@@ -322,7 +370,7 @@ def test_warming_leaves_the_queued_work_estimate_at_zero():
                 if engine.blocks.cached_prefixes and not engine.scheduler.has_work():
                     break
                 await asyncio.sleep(0.002)
-            assert engine._backlog == [0, 0, 0]
+            assert engine.admission.backlog == (0, 0, 0)
             assert not engine.warm(messages)  # cached now
         finally:
             engine.close()
@@ -339,8 +387,7 @@ def test_idle_engine_re_measures_a_small_step_after_large_ones():
         try:
             model = engine.step_model
             model.overhead_s, model.per_token_s = 0.2, 1e-5  # the degenerate fixed point
-            model.large_steps_since_small = 3
-            engine._wake.set()  # let the loop notice and go idle again
+            model.large_steps_since_small = 3  # the idle loop wakes every IDLE_PROBE_S
             for _ in range(200):
                 if model.large_steps_since_small == 0:
                     break

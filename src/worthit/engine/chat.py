@@ -5,7 +5,8 @@ The template is the Jinja ``tokenizer.chat_template`` stored in the GGUF, render
 sandbox (it is data from a file, not code we wrote). A conversation that does not fit
 keeps its system messages and its newest turns: the system prompt carries the product
 facts and the newest turn carries the question, and dropping whole turns never cuts a
-token or a character in half.
+token or a character in half. ``PromptBuilder`` turns a request's raw prompt or chat
+messages into the token ids the engine runs.
 """
 
 from __future__ import annotations
@@ -84,3 +85,42 @@ def fit_messages(
         dropped += 1
         n = count_tokens(kept)
     return kept, dropped
+
+
+class PromptBuilder:
+    """A request's prompt as token ids that fit the context (``limit`` tokens)."""
+
+    def __init__(
+        self, tokenize: Callable[[str], list[int]], template: ChatTemplate, limit: int
+    ) -> None:
+        self._tokenize = tokenize
+        self._template = template
+        self.limit = limit
+
+    def count(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> int:
+        return len(self._tokenize(self._template.render(messages) + answer_prefix))
+
+    def tokens(
+        self,
+        prompt: str | Sequence[int] | None,
+        messages: Sequence[ChatMessage] | None,
+        max_tokens: int,
+        answer_prefix: str = "",
+    ) -> tuple[list[int], int]:
+        """The prompt's tokens and how many old turns were dropped for them. Messages
+        leave room for min(max_tokens, half the context) of answer."""
+        if (prompt is None) == (messages is None):
+            raise ValueError("give exactly one of prompt or messages")
+        if messages is not None:
+            validate_messages(messages)
+            reserve = min(max_tokens, self.limit // 2)
+            kept, dropped = fit_messages(
+                messages, lambda m: self.count(m, answer_prefix), self.limit - reserve
+            )
+            return self._tokenize(self._template.render(kept) + answer_prefix), dropped
+        tokens = self._tokenize(prompt) if isinstance(prompt, str) else list(prompt or ())
+        if not tokens:
+            raise ValueError("prompt must not be empty")
+        if len(tokens) >= self.limit:
+            raise PromptTooLongError(len(tokens), self.limit - 1)
+        return tokens, 0

@@ -4,26 +4,14 @@ stop string.
 A byte-level BPE token can end in the middle of a UTF-8 character (Chinese text, emoji),
 so bytes go through an incremental decoder that holds incomplete sequences back. Text
 that could still grow into a stop string is held back too, so the caller never sees a
-stop string it would have to retract.
+stop string it would have to retract. Where a sentence ends is not this module's rule
+but the project's (``worthit.text.sentences``).
 """
 
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Callable, Iterable
-
-SENTENCE_END = re.compile(r"(?:[.!?…](?=\s|$)|[。！？\n])")
-"""A sentence ends at ASCII terminators followed by space or end of text (so "4.5"
-does not count), at CJK terminators, and at a line break."""
-
-
-def last_sentence_end(text: str) -> int:
-    """Character index just after the last complete sentence (0 if none)."""
-    end = 0
-    for match in SENTENCE_END.finditer(text):
-        end = match.end()
-    return end
 
 
 class Detokenizer:
@@ -56,11 +44,6 @@ class Detokenizer:
         character (or a U+FFFD standing in for it) is never shown."""
         self._decoder.reset()
         return self._release(len(self._text))
-
-    def at_sentence_end(self) -> bool:
-        """Whether the released text currently ends a sentence."""
-        stripped = self.text.rstrip(" \t")
-        return bool(stripped) and (stripped[-1] in ".!?…。！？\n")
 
     def _check_stop(self) -> None:
         window_start = max(0, self._released - max(len(s) for s in self._stop))

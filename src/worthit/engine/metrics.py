@@ -7,7 +7,13 @@ engine's registry at /metrics.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from worthit.engine.engine import EngineStatus
+    from worthit.engine.streams import Completion
 
 LATENCY_BUCKETS = (
     0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
@@ -78,3 +84,24 @@ class EngineMetrics:
         self.batch_window = Gauge(
             "worthit_engine_batch_window", "Adaptive limit of running requests.", registry=r
         )
+        self._totals = (0, 0, 0)
+
+    def observe_finished(self, priority: str, done: Completion) -> None:
+        self.e2e.labels(priority, done.finish_reason.value).observe(done.e2e_s)
+        self.finished.labels(done.finish_reason.value).inc()
+        if done.queue_s is not None:
+            self.queue_time.labels(priority).observe(done.queue_s)
+            self.prefill_time.observe(done.prefill_s)
+
+    def record_load(self, status: EngineStatus) -> None:
+        """Set the gauges from status; advance the counters by what it added since the
+        last call (the engine keeps running totals, Prometheus wants increments)."""
+        self.kv_usage.set(status.kv_usage)
+        self.running.set(status.running)
+        self.waiting.set(status.waiting)
+        self.batch_window.set(status.batch_window)
+        totals = (status.prefix_queried_tokens, status.prefix_hit_tokens, status.preemptions)
+        self.prefix_queried.inc(totals[0] - self._totals[0])
+        self.prefix_hit.inc(totals[1] - self._totals[1])
+        self.preemptions.inc(totals[2] - self._totals[2])
+        self._totals = totals

@@ -13,6 +13,7 @@ import ctypes
 import logging
 import secrets
 import threading
+from collections.abc import Mapping
 from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,7 +55,7 @@ class Runner(Protocol):
     def free_sampler(self, sampler: object) -> None: ...
     def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None: ...
     def truncate(self, seq_id: int, n_tokens: int) -> None: ...
-    def step(self, chunks: Seq[Chunk]) -> dict[int, int]: ...
+    def step(self, chunks: Seq[Chunk], samplers: Mapping[int, object]) -> dict[int, int]: ...
     def close(self) -> None: ...
 
 
@@ -193,8 +194,9 @@ class LlamaRunner:
 
     # -- compute -------------------------------------------------------------------
 
-    def step(self, chunks: Seq[Chunk]) -> dict[int, int]:
-        """One llama_decode over every chunk; a sampled token per chunk that asked."""
+    def step(self, chunks: Seq[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
+        """One llama_decode over every chunk; a sampled token per chunk that asked,
+        drawn with the sampler the engine keeps for its sequence id."""
         batch: Any = self._batch
         i = 0
         outputs: list[tuple[int, int, object]] = []
@@ -211,7 +213,7 @@ class LlamaRunner:
                 pos += 1
             if chunk.sample:
                 batch.logits[i - 1] = 1
-                outputs.append((seq_id, i - 1, chunk.seq.sampler))
+                outputs.append((seq_id, i - 1, samplers[seq_id]))
         if i == 0:
             return {}
         if i > self._batch_size:

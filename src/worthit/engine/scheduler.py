@@ -19,18 +19,23 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
 5. When KV blocks run out, cached prefixes are evicted first (LRU); then the running
    sequence of the lowest class (most slack) is preempted, its KV kept as a cached
    prefix so that its recompute later is mostly a cache hit.
+
+Each plan carries its ``StepBudget``, which the scheduler also publishes (and again once
+the step's results are in) for admission, which estimates from it in the callers' threads.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from worthit.engine.block_manager import BlockManager
+from worthit.engine.budget import Estimator, PublishedBudget, StepBudget
 from worthit.engine.config import EngineConfig
 from worthit.engine.latency import BatchWindow, StepTimeModel
 from worthit.engine.sequence import FinishReason, Priority, Sequence, Status
+from worthit.text.sentences import ends_sentence
 
 
 @dataclass
@@ -45,6 +50,8 @@ class Chunk:
 
 @dataclass
 class StepPlan:
+    budget: StepBudget
+    """The budget the step was planned with, and the queue it leaves."""
     chunks: list[Chunk] = field(default_factory=list)
     n_decode: int = 0
 
@@ -69,24 +76,24 @@ class Scheduler:
         blocks: BlockManager,
         model: StepTimeModel,
         is_eog: Callable[[int], bool],
+        published: PublishedBudget | None = None,
     ) -> None:
         self.config = config
         self.blocks = blocks
         self.model = model
         self.is_eog = is_eog
+        self.estimator = Estimator(config, model)
+        self.published = published or PublishedBudget(StepBudget(config.tpot_target_s))
+        """Where the last budget goes, for the threads that must not read the lists."""
         self.window = BatchWindow(
             model, config.tpot_target_s, config.min_sequences, config.max_sequences
         )
+        self.max_total_tokens = config.num_blocks * config.block_size
+        """A sequence's context limit: generation ends with "length" at it."""
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.preemptions = 0
         self._ended: list[Update] = []
-        self.deadline_budget_s = math.inf
-        self.tpot_budget_s = config.tpot_target_s
-        """This step's time budget: the TPOT target, lowered by the running deadlines
-        (_deadline_budget); the batch window and the prefill share obey it."""
-        self.queued_prefill: list[int] = [0, 0, 0]
-        """Prefill tokens pending per class, published for admission estimates."""
 
     # -- requests in and out -----------------------------------------------------
 
@@ -110,84 +117,18 @@ class Scheduler:
         ended, self._ended = self._ended, []
         return ended
 
-    # -- estimates ---------------------------------------------------------------
-
-    def prefill_per_step(self, n_decode: int | None = None) -> int:
-        """Prefill tokens a step may carry. With nobody decoding there is no stream to
-        protect and prompts go in large chunks, but no step may outlast max_step_s: a
-        request arriving meanwhile waits for the step to end."""
-        if n_decode is None:  # only decoding sequences have a stream to protect
-            n_decode = sum(1 for s in self.running if s.pending == 1)
-        n_running = n_decode
-        if n_running == 0:
-            fit_idle = self.model.tokens_within(self.config.max_step_s)
-            return min(self.config.max_batch_tokens, max(self.config.min_prefill_chunk, fit_idle))
-        fit = self.model.tokens_within(self.tpot_budget_s) - n_running
-        return max(
-            self.config.min_prefill_chunk, min(fit, self.config.max_batch_tokens - n_running)
-        )
-
-    def estimate_first_token_s(
-        self, uncached_tokens: int, priority: Priority, already_queued: int = 0
-    ) -> float:
-        """Seconds until a request's first token, from the queue ahead of it (same or
-        higher class, less its own already_queued tokens) and the fitted step cost."""
-        ahead = max(0, sum(self.queued_prefill[: priority.value + 1]) - already_queued)
-        work = ahead + max(uncached_tokens, 1)
-        per_step = self.prefill_per_step()
-        steps = math.ceil(work / per_step)
-        step_tokens = min(self.config.max_batch_tokens, len(self.running) + min(work, per_step))
-        return steps * self.model.predict(step_tokens)
-
-    def can_meet(
-        self, seq: Sequence, uncached_tokens: int, now: float, queued: bool = False
-    ) -> tuple[bool, float]:
-        """Whether seq can stream its first sentence before its deadline; the estimate
-        in seconds. queued: seq is already counted in the published queue."""
-        own = seq.pending if queued else 0
-        first = self.estimate_first_token_s(uncached_tokens, seq.priority, own)
-        total = first + seq.required_tokens * self.model.tpot_s(len(self.running))
-        return (seq.deadline is None or now + total <= seq.deadline), total
-
-    def _deadline_budget(self, now: float) -> float:
-        """The step time every running deadline can still afford: the tightest ``time
-        left / tokens owed`` of a running request (with the config's margin), so a
-        request promised N tokens by its deadline is not slowed past it by the ones
-        that join after it. Infinite when no running request is owed anything."""
-        budget = math.inf
-        for seq in self.running:
-            owed = seq.tokens_owed()
-            if seq.deadline is not None and owed > 0:
-                budget = min(budget, self.config.deadline_margin * (seq.deadline - now) / owed)
-        return budget
-
-    def _can_join(self, seq: Sequence, now: float) -> bool:
-        """Whether seq may start decoding beside the running set without making any of
-        them (or itself) miss its deadline at the predicted step time. The first one
-        always may: alone it runs as fast as the engine can."""
-        if not self.running:
-            return True
-        budget = min(self.deadline_budget_s, self._own_budget(seq, now))
-        return self.model.tpot_s(len(self.running)) <= budget
-
-    def _own_budget(self, seq: Sequence, now: float) -> float:
-        """The step time seq can afford once its uncached prompt tail is prefilled."""
-        owed = seq.tokens_owed()
-        if seq.deadline is None or owed <= 0:
-            return math.inf
-        uncached = max(1, seq.pending - seq.cached_hint)
-        prefill = self.estimate_first_token_s(uncached, seq.priority, seq.pending)
-        return self.config.deadline_margin * (seq.deadline - now - prefill) / owed
-
     # -- one step ----------------------------------------------------------------
 
     def schedule(self, now: float) -> StepPlan:
-        self._expire(now)
-        plan = StepPlan()
+        previous = self.published.read()
+        self._expire(now, previous)
+        deadline_s = self._deadline_budget(now)
+        budget = replace(
+            previous, tpot_s=min(self.config.tpot_target_s, deadline_s), deadline_s=deadline_s
+        )
+        self.window.update(budget.tpot_s)
+        plan = StepPlan(budget)
         scheduled: set[int] = set()
-        self.deadline_budget_s = self._deadline_budget(now)
-        self.tpot_budget_s = min(self.config.tpot_target_s, self.deadline_budget_s)
-        self.window.update(self.tpot_budget_s)
 
         for seq in sorted(
             (s for s in self.running if s.pending == 1), key=lambda s: s.sort_key(now)
@@ -202,11 +143,12 @@ class Scheduler:
             scheduled.add(id(seq))
         plan.n_decode = len(plan.chunks)
 
-        self._admit(now)
-        budget = min(
-            self.prefill_per_step(plan.n_decode), self.config.max_batch_tokens - plan.n_decode
+        budget = self._admit(now, budget)
+        prefill = min(
+            self.estimator.prefill_per_step(budget.tpot_s, plan.n_decode),
+            self.config.max_batch_tokens - plan.n_decode,
         )
-        for seq, grant in self._share(budget, now, scheduled):
+        for seq, grant in self._share(prefill, now, scheduled):
             if seq.status is not Status.RUNNING or id(seq) in scheduled:
                 continue
             assert seq.seq_id is not None
@@ -220,37 +162,86 @@ class Scheduler:
                 Chunk(seq, seq.seq_id, start, seq.tokens(start, end), end == seq.num_tokens)
             )
             scheduled.add(id(seq))
-            if seq.timings.scheduled is None:
-                seq.timings.scheduled = now
-        self._publish()
+        plan.budget = self._publish(budget)
         return plan
 
     def postprocess(
         self, plan: StepPlan, sampled: dict[int, int], step_s: float, now: float
     ) -> list[Update]:
-        n_prefill = plan.num_tokens - plan.n_decode
-        self.model.observe(plan.num_tokens, step_s, decode_only=n_prefill == 0)
-        updates: list[Update] = []
-        for i, chunk in enumerate(plan.chunks):
+        """Take in what the step computed and sampled. Returns the updates of the
+        sequences that ended outside the step (take_ended), then one per sample."""
+        updates = self.take_ended()
+        if plan.chunks:
+            n_prefill = plan.num_tokens - plan.n_decode
+            self.model.observe(plan.num_tokens, step_s, decode_only=n_prefill == 0)
+        for chunk in plan.chunks:
             seq = chunk.seq
             if seq.status is not Status.RUNNING or seq.seq_id != chunk.seq_id:
                 continue
             seq.num_computed = chunk.start + len(chunk.tokens)
-            if i >= plan.n_decode:
-                seq.timings.prefill_s += step_s * len(chunk.tokens) / plan.num_tokens
             self.blocks.commit(chunk.seq_id, seq.tokens(0, seq.num_computed), seq.num_computed)
             if chunk.sample:
-                updates.append(self._accept(seq, sampled[chunk.seq_id], now))
-        self._publish()
+                updates.append(self._accept(seq, sampled[chunk.seq_id], plan.budget, now))
+        self._publish(plan.budget)
         return updates
+
+    # -- budgets -------------------------------------------------------------------
+
+    def _deadline_budget(self, now: float) -> float:
+        """The step time every running deadline can still afford: the tightest ``time
+        left / tokens owed`` of a running request (with the config's margin), so a
+        request promised N tokens by its deadline is not slowed past it by the ones
+        that join after it. Infinite when no running request is owed anything."""
+        budget = math.inf
+        for seq in self.running:
+            owed = seq.tokens_owed()
+            if seq.deadline is not None and owed > 0:
+                budget = min(budget, self.config.deadline_margin * (seq.deadline - now) / owed)
+        return budget
+
+    def _can_join(self, seq: Sequence, now: float, budget: StepBudget) -> bool:
+        """Whether seq may start decoding beside the running set without making any of
+        them (or itself) miss its deadline at the predicted step time. The first one
+        always may: alone it runs as fast as the engine can."""
+        if not self.running:
+            return True
+        affordable = min(budget.deadline_s, self._own_budget(seq, now, budget))
+        return self.model.tpot_s(len(self.running)) <= affordable
+
+    def _own_budget(self, seq: Sequence, now: float, budget: StepBudget) -> float:
+        """The step time seq can afford once its uncached prompt tail is prefilled."""
+        owed = seq.tokens_owed()
+        if seq.deadline is None or owed <= 0:
+            return math.inf
+        uncached = max(1, seq.pending - seq.cached_hint)
+        prefill = self.estimator.first_token_s(
+            self._recount(budget), uncached, seq.priority, seq.pending
+        )
+        return self.config.deadline_margin * (seq.deadline - now - prefill) / owed
+
+    def _recount(self, budget: StepBudget) -> StepBudget:
+        """budget with the running and waiting sets as they are now."""
+        return replace(
+            budget,
+            running=len(self.running),
+            decoding=sum(1 for s in self.running if s.pending == 1),
+            waiting=len(self.waiting),
+        )
+
+    def _publish(self, budget: StepBudget) -> StepBudget:
+        """budget with the queue as it stands now, published for admission."""
+        queued = [0, 0, 0]
+        for seq in (*self.waiting, *self.running):
+            if seq.pending > 1 or seq.status is Status.WAITING:
+                queued[seq.priority.value] += seq.pending
+        published = replace(self._recount(budget), queued_prefill=(queued[0], queued[1], queued[2]))
+        self.published.publish(published)
+        return published
 
     # -- internals -------------------------------------------------------------------
 
-    def _accept(self, seq: Sequence, token: int, now: float) -> Update:
+    def _accept(self, seq: Sequence, token: int, budget: StepBudget, now: float) -> Update:
         update = Update(seq)
-        if seq.timings.first_token is None:
-            seq.timings.first_token = now
-        seq.timings.last_token = now
         if self.is_eog(token):
             self._finish(seq, FinishReason.STOP)
             update.text = seq.detokenizer.flush()
@@ -263,11 +254,11 @@ class Scheduler:
             reason = FinishReason.STOP
         elif (
             len(seq.output_tokens) >= seq.params.max_tokens
-            or seq.num_tokens >= seq.max_total_tokens
+            or seq.num_tokens >= self.max_total_tokens
         ):
             reason = FinishReason.LENGTH
         elif seq.deadline is not None:
-            reason = self._deadline_stop(seq, now)
+            reason = self._deadline_stop(seq, budget, now)
         if reason is not None:
             update.text += seq.detokenizer.flush()
             self._finish(seq, reason)
@@ -277,12 +268,14 @@ class Scheduler:
         """Positions seq_id could cover with its blocks plus every free block."""
         return (len(self.blocks.tables[seq_id]) + self.blocks.free_blocks) * self.blocks.block_size
 
-    def _deadline_stop(self, seq: Sequence, now: float) -> FinishReason | None:
+    def _deadline_stop(self, seq: Sequence, budget: StepBudget, now: float) -> FinishReason | None:
+        """Stop at a sentence end when the next sentence would not fit, or anywhere
+        when not even one more step fits (Completion.text is then cut)."""
         assert seq.deadline is not None
         remaining = seq.deadline - now
-        tpot = self._next_steps_s()
+        tpot = self._next_steps_s(budget)
         left = seq.params.max_tokens - len(seq.output_tokens)
-        if seq.detokenizer.at_sentence_end():
+        if ends_sentence(seq.detokenizer.text):
             sentence = len(seq.output_tokens) - seq.sentence_mark
             seq.sentence_mark = len(seq.output_tokens)
             self.model.observe_sentence(sentence)
@@ -292,24 +285,30 @@ class Scheduler:
             return FinishReason.DEADLINE
         return None
 
-    def _next_steps_s(self) -> float:
+    def _next_steps_s(self, budget: StepBudget) -> float:
         """Expected duration of the coming steps: every running sequence decoding, plus
         the prefill chunk the steps carry while a running prompt is pending (at least
         min_prefill_chunk). (Not an EWMA of past steps: after a run of large
         prefix-warming chunks that would read ~250 ms a token.)"""
         prefill = sum(s.pending for s in self.running if s.pending > 1)
-        chunk = min(prefill, self.prefill_per_step()) if prefill else 0
+        if not prefill:
+            return self.model.predict(len(self.running))
+        decoding = sum(1 for s in self.running if s.pending == 1)
+        chunk = min(prefill, self.estimator.prefill_per_step(budget.tpot_s, decoding))
         return self.model.predict(len(self.running) + chunk)
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float, budget: StepBudget) -> None:
+        """Finish the waiting requests that can no longer make their deadline, by the
+        estimate admission refuses with, from the same published budget."""
         for seq in list(self.waiting):
             if seq.deadline is None:
                 continue
             if seq.num_computed == 0 and not seq.output_tokens:
-                ok, _ = self.can_meet(
-                    seq, len(seq.prompt_tokens) - seq.cached_hint, now, queued=True
+                uncached = len(seq.prompt_tokens) - seq.cached_hint
+                needed = self.estimator.needed_s(
+                    budget, seq.required_tokens, uncached, seq.priority, seq.pending
                 )
-                if not ok:
+                if now + needed > seq.deadline:
                     self._finish(seq, FinishReason.EXPIRED)
                     self._ended.append(Update(seq))
             elif now >= seq.deadline:
@@ -320,28 +319,31 @@ class Scheduler:
                 self._finish(seq, FinishReason.DEADLINE)
                 self._ended.append(Update(seq, text=seq.detokenizer.flush()))
 
-    def _admit(self, now: float) -> None:
+    def _admit(self, now: float, budget: StepBudget) -> StepBudget:
+        """Let waiting requests join the running set. Returns budget with its deadline
+        share lowered by each joiner's own, which the next joiner is checked against."""
         room = self.window.size - len(self.running)
         if room <= 0 or not self.waiting:
-            return
+            return budget
         self.waiting.sort(key=lambda s: s.sort_key(now))
         for seq in list(self.waiting):
             if room <= 0:
-                return
-            if not self._can_join(seq, now):
+                break
+            if not self._can_join(seq, now, budget):
                 continue  # a later one, with more slack or a shorter answer, may fit
             got = self.blocks.admit(seq.tokens(0, seq.num_tokens))
             if got is None:
-                return
+                break
             self.waiting.remove(seq)
             seq.seq_id, seq.num_computed = got
-            if seq.preemptions == 0 and seq.timings.scheduled is None:
+            if seq.preemptions == 0:
                 seq.cached_tokens = seq.num_computed
             seq.status = Status.RUNNING
             self.running.append(seq)
             room -= 1
-            # the next joiner is checked against this one's deadline too
-            self.deadline_budget_s = min(self.deadline_budget_s, self._own_budget(seq, now))
+            own = self._own_budget(seq, now, budget)
+            budget = replace(budget, deadline_s=min(budget.deadline_s, own))
+        return budget
 
     def _share(self, budget: int, now: float, scheduled: set[int]) -> list[tuple[Sequence, int]]:
         """Split the prefill budget: weights 5/2/1 between classes with demand, unused
@@ -425,10 +427,3 @@ class Scheduler:
         seq.seq_id = None
         seq.status = Status.FINISHED
         seq.finish_reason = reason
-
-    def _publish(self) -> None:
-        queued = [0, 0, 0]
-        for seq in (*self.waiting, *self.running):
-            if seq.pending > 1 or seq.status is Status.WAITING:
-                queued[seq.priority.value] += seq.pending
-        self.queued_prefill = queued

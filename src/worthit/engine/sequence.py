@@ -1,13 +1,17 @@
 """One request's state as the scheduler sees it.
 
 A plain class, mutated only by the engine thread: the scheduler decides, the runner
-computes, and this object remembers where the request stands between steps.
+computes, and this object remembers where the request stands between steps: its
+tokens, what it asked for, and where it is in the KV cache. What the engine keeps for
+delivering and measuring a request (its sampler, its caller, its timestamps) is in
+``records.py``.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import time
 from dataclasses import dataclass, field
 
 from worthit.engine.detokenizer import Detokenizer
@@ -58,6 +62,10 @@ class DeadlinePolicy(enum.StrEnum):
     SENTENCE = "sentence"
     COMPLETE = "complete"
 
+    def required_tokens(self, max_tokens: int, min_output_tokens: int) -> int:
+        """Output tokens the deadline must leave room for under this policy."""
+        return max_tokens if self is DeadlinePolicy.COMPLETE else min(max_tokens, min_output_tokens)
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -81,18 +89,6 @@ class SamplingParams:
             raise ValueError("top_k must be >= 0")
 
 
-@dataclass
-class Timings:
-    """Monotonic timestamps (seconds) the metrics and the caller's receipt use."""
-
-    arrival: float
-    scheduled: float | None = None
-    first_token: float | None = None
-    last_token: float | None = None
-    finished: float | None = None
-    prefill_s: float = 0.0
-
-
 @dataclass(eq=False)
 class Sequence:
     request_id: str
@@ -101,8 +97,13 @@ class Sequence:
     priority: Priority
     deadline: float | None
     """Absolute monotonic time, or None."""
+    arrival: float
+    """Monotonic time of submission: first come, first served among equals."""
     detokenizer: Detokenizer
-    timings: Timings
+    required_tokens: int = 1
+    """Output tokens the deadline must leave room for (see DeadlinePolicy)."""
+    cached_hint: int = 0
+    """Prefix-cache hit expected at submission, for the queue's time estimates."""
     output_tokens: list[int] = field(default_factory=list)
     status: Status = Status.WAITING
     seq_id: int | None = None
@@ -111,23 +112,10 @@ class Sequence:
     """Tokens of prompt+output whose KV is in the cache."""
     cached_tokens: int = 0
     """Prompt tokens taken from the prefix cache at the first admission."""
-    finish_reason: FinishReason | None = None
     preemptions: int = 0
-    truncated_messages: int = 0
-    sampler: object | None = None
-    """Runner-owned sampling state (a llama.cpp sampler chain)."""
-    max_total_tokens: int = 0
-    """Context limit for this sequence: generation ends with "length" at it."""
-    cached_hint: int = 0
-    """Prefix-cache hit expected at submission, for the queue's time estimates."""
     sentence_mark: int = 0
-    """Output tokens up to the last sentence end, to learn sentence lengths."""
-    warm_key: int | None = None
-    """Set on the engine's own prefix-warming requests."""
-    emitted_at: float | None = None
-    """When the last token was handed to the caller, for inter-token latency."""
-    required_tokens: int = 1
-    """Output tokens the deadline must leave room for (see DeadlinePolicy)."""
+    """Output tokens up to the last sentence end: where the next sentence starts."""
+    finish_reason: FinishReason | None = None
 
     def tokens_owed(self) -> int:
         """Output tokens still needed before the deadline promise is kept."""
@@ -163,4 +151,18 @@ class Sequence:
         return math.inf if self.deadline is None else self.deadline - now
 
     def sort_key(self, now: float) -> tuple[int, float, float]:
-        return (self.priority.value, self.slack(now), self.timings.arrival)
+        return (self.priority.value, self.slack(now), self.arrival)
+
+
+def background_sequence(request_id: str, tokens: list[int], detokenizer: Detokenizer) -> Sequence:
+    """A one-token, low-priority, deadline-free sequence: the engine's own work (prefix
+    warming, calibration), never a caller's."""
+    return Sequence(
+        request_id=request_id,
+        prompt_tokens=tokens,
+        params=SamplingParams(max_tokens=1),
+        priority=Priority.LOW,
+        deadline=None,
+        arrival=time.monotonic(),
+        detokenizer=detokenizer,
+    )

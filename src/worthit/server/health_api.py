@@ -15,13 +15,13 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 async def healthz(state: StateDep) -> dict[str, Any]:
-    engine = state.running_engine()
+    status = state.running_engine().status()
     return {
         "status": "ok",
-        "model": engine.model_id,
-        "running": len(engine.scheduler.running),
-        "waiting": len(engine.scheduler.waiting),
-        "kv_usage": round(engine.blocks.usage, 4),
+        "model": status.model_id,
+        "running": status.running,
+        "waiting": status.waiting,
+        "kv_usage": round(status.kv_usage, 4),
     }
 
 

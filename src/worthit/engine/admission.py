@@ -1,0 +1,72 @@
+"""Admission: refuse a request at submission, in the caller's thread, or count it in.
+
+A refusal is immediate, so the caller can answer without the LLM at once (the decision
+flow sends its template text) instead of learning late that the deadline was missed.
+The estimate is the one the scheduler expires waiting requests with (budget.py), made
+from the budget the scheduler last published plus the backlog: prompts submitted and
+admitted but not yet picked up by the engine thread, which the published queue cannot
+know about yet.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from worthit.engine.budget import Estimator, PublishedBudget
+from worthit.engine.config import EngineConfig
+from worthit.engine.errors import AdmissionRefusedError
+from worthit.engine.latency import StepTimeModel
+from worthit.engine.metrics import EngineMetrics
+from worthit.engine.sequence import Sequence
+
+
+class Admission:
+    def __init__(
+        self,
+        config: EngineConfig,
+        model: StepTimeModel,
+        published: PublishedBudget,
+        inbox_size: Callable[[], int],
+        metrics: EngineMetrics,
+    ) -> None:
+        self.config = config
+        self._estimator = Estimator(config, model)
+        self._published = published
+        self._inbox_size = inbox_size
+        """Requests handed to the engine thread and not yet taken in by it."""
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._backlog = [0, 0, 0]
+        """Uncached prompt tokens per class, admitted but not yet picked up."""
+
+    def admit(self, seq: Sequence, now: float) -> None:
+        """Raise AdmissionRefusedError when the queue is full or seq's deadline cannot
+        be met; otherwise count seq's prompt into the backlog until ``picked_up``."""
+        budget = self._published.read()
+        if budget.waiting + self._inbox_size() >= self.config.max_waiting:
+            self._metrics.refusals.labels("queue_full").inc()
+            raise AdmissionRefusedError(seq.request_id, "queue_full")
+        uncached = len(seq.prompt_tokens) - seq.cached_hint
+        with self._lock:
+            if seq.deadline is not None:
+                ahead = sum(self._backlog[: seq.priority.value + 1])
+                needed = self._estimator.needed_s(
+                    budget, seq.required_tokens, uncached + ahead, seq.priority
+                )
+                if now + needed > seq.deadline:
+                    self._metrics.refusals.labels("deadline").inc()
+                    raise AdmissionRefusedError(
+                        seq.request_id, "deadline", needed, seq.deadline - now
+                    )
+            self._backlog[seq.priority.value] += uncached
+
+    def picked_up(self, seq: Sequence) -> None:
+        """The engine thread took seq in: the scheduler's next plan counts it."""
+        with self._lock:
+            self._backlog[seq.priority.value] -= len(seq.prompt_tokens) - seq.cached_hint
+
+    @property
+    def backlog(self) -> tuple[int, int, int]:
+        with self._lock:
+            return (self._backlog[0], self._backlog[1], self._backlog[2])

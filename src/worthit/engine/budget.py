@@ -1,0 +1,95 @@
+"""A step's time budget, the queue it leaves, and the time estimates made from them.
+
+The scheduler computes a ``StepBudget`` for every step and hands it on in the plan.
+Admission runs in the callers' threads, so it never reads the scheduler's lists: it
+reads the last budget the scheduler published, an immutable value swapped under a
+lock (``PublishedBudget``), and estimates from it with the same ``Estimator`` the
+scheduler uses to expire waiting requests, so a request is refused at submission by
+exactly the test that would expire it later.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.latency import StepTimeModel
+from worthit.engine.sequence import Priority
+
+
+@dataclass(frozen=True)
+class StepBudget:
+    """What one step plans with, and the state of the queue around it."""
+
+    tpot_s: float
+    """The step budget B = min(TPOT target, deadline_s): the batch window and the
+    prefill share obey it."""
+    deadline_s: float = math.inf
+    """The step time every running deadline can still afford (infinite if none)."""
+    queued_prefill: tuple[int, int, int] = (0, 0, 0)
+    """Prefill tokens pending per class (high, medium, low)."""
+    running: int = 0
+    decoding: int = 0
+    """Running sequences with one pending token: the streams a step must not stall."""
+    waiting: int = 0
+
+
+class PublishedBudget:
+    """The latest budget, written by the engine thread, read by any thread."""
+
+    def __init__(self, budget: StepBudget) -> None:
+        self._lock = threading.Lock()
+        self._budget = budget
+
+    def publish(self, budget: StepBudget) -> None:
+        with self._lock:
+            self._budget = budget
+
+    def read(self) -> StepBudget:
+        with self._lock:
+            return self._budget
+
+
+class Estimator:
+    """Time estimates from the fitted step-time model and a step budget."""
+
+    def __init__(self, config: EngineConfig, model: StepTimeModel) -> None:
+        self.config = config
+        self.model = model
+
+    def prefill_per_step(self, tpot_s: float, decoding: int) -> int:
+        """Prefill tokens a step may carry. With nobody decoding there is no stream to
+        protect and prompts go in large chunks, but no step may outlast max_step_s: a
+        request arriving meanwhile waits for the step to end."""
+        config = self.config
+        if decoding == 0:
+            fit_idle = self.model.tokens_within(config.max_step_s)
+            return min(config.max_batch_tokens, max(config.min_prefill_chunk, fit_idle))
+        fit = self.model.tokens_within(tpot_s) - decoding
+        return max(config.min_prefill_chunk, min(fit, config.max_batch_tokens - decoding))
+
+    def first_token_s(
+        self, budget: StepBudget, uncached: int, priority: Priority, already_queued: int = 0
+    ) -> float:
+        """Seconds until a request's first token, from the queue ahead of it (same or
+        higher class, less its own already_queued tokens) and the fitted step cost."""
+        ahead = max(0, sum(budget.queued_prefill[: priority.value + 1]) - already_queued)
+        work = ahead + max(uncached, 1)
+        per_step = self.prefill_per_step(budget.tpot_s, budget.decoding)
+        steps = math.ceil(work / per_step)
+        step_tokens = min(self.config.max_batch_tokens, budget.running + min(work, per_step))
+        return steps * self.model.predict(step_tokens)
+
+    def needed_s(
+        self,
+        budget: StepBudget,
+        required_tokens: int,
+        uncached: int,
+        priority: Priority,
+        already_queued: int = 0,
+    ) -> float:
+        """Seconds until a request has streamed the tokens its deadline promises."""
+        first = self.first_token_s(budget, uncached, priority, already_queued)
+        return first + required_tokens * self.model.tpot_s(budget.running)

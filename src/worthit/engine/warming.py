@@ -1,0 +1,94 @@
+"""Prefix warming: prefilling a prompt's full blocks into the prefix cache ahead of the
+questions expected to start with it.
+
+A cold explanation prompt is ~560 tokens, about 1.8 s of prefill on 2 cores, more than a
+whole answer may take, so only a product whose facts are already in the KV can get an
+LLM explanation in time. The server warms its best sellers at start (``warm``). A prompt
+refused for its deadline twice is warmed too (``after_refusal``), but only while the
+engine is otherwise idle: warming on the first refusal cached the long tail, and each
+of those prefixes evicted a best seller's (LRU) from an 8,192-cell cache within
+seconds. Warming requests are the engine's own: low priority, no deadline, one token.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+
+from worthit.engine.budget import PublishedBudget
+from worthit.engine.config import EngineConfig
+
+REFUSALS_REMEMBERED = 4096
+
+
+class PrefixWarmer:
+    def __init__(
+        self,
+        config: EngineConfig,
+        published: PublishedBudget,
+        inbox_size: Callable[[], int],
+        queue: Callable[[str, list[int]], None],
+    ) -> None:
+        self.config = config
+        self._published = published
+        self._inbox_size = inbox_size
+        self._queue = queue
+        """Hands the engine a warming request: (request id, prompt tokens)."""
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
+        """Request id -> prefix key of each warming request queued or running."""
+        self._refused: OrderedDict[int, int] = OrderedDict()
+        """Refusal counts of recent prompt prefixes (bounded)."""
+
+    def warm(self, tokens: list[int], cached: int) -> bool:
+        """Warm tokens' full blocks unless they are cached (cached = tokens already in
+        the prefix cache), being warmed, or the queue already holds a batch's worth."""
+        budget = self._published.read()
+        busy = budget.waiting + self._inbox_size() >= self.config.max_sequences
+        return not busy and self._start(tokens, cached, self._key(tokens))
+
+    def after_refusal(self, tokens: list[int], cached: int) -> bool:
+        """A deadline refusal of tokens: warm them once refused often enough, and only
+        into idle time (a refused prompt is a guess about the next asker, not work)."""
+        if not self.config.warm_prefix_on_refusal:
+            return False
+        key = self._key(tokens)
+        if self._count_refusal(key) < self.config.warm_after_refusals:
+            return False
+        budget = self._published.read()
+        if budget.running or budget.waiting or self._inbox_size():
+            return False
+        return self._start(tokens, cached, key)
+
+    def finished(self, request_id: str) -> None:
+        with self._lock:
+            self._in_flight.pop(request_id, None)
+
+    def _key(self, tokens: list[int]) -> int:
+        return hash(tuple(tokens[: self._full_blocks(tokens)]))
+
+    def _full_blocks(self, tokens: list[int]) -> int:
+        """Tokens in tokens' full blocks, the last token left out: only full blocks are
+        cached, and a request always computes its last prompt token."""
+        size = self.config.block_size
+        return (len(tokens) - 1) // size * size
+
+    def _start(self, tokens: list[int], cached: int, key: int) -> bool:
+        n = self._full_blocks(tokens)
+        with self._lock:
+            if n <= cached or key in self._in_flight.values():
+                return False
+            request_id = f"warm-{uuid.uuid4().hex}"
+            self._in_flight[request_id] = key
+            self._queue(request_id, tokens[:n])
+        return True
+
+    def _count_refusal(self, key: int) -> int:
+        with self._lock:
+            count = self._refused.pop(key, 0) + 1
+            self._refused[key] = count
+            while len(self._refused) > REFUSALS_REMEMBERED:
+                self._refused.popitem(last=False)
+            return count
