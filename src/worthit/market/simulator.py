@@ -27,7 +27,11 @@ are hostile: prompt injections, zero-width characters and bidi overrides, which 
 explanation layer must neutralise. About 7% of products are listed only in the last
 5-30 days.
 
-With `skus >= 8` six hero products make the demo and the end-to-end tests predictable:
+With `skus >= 8` six hero products make the demo and the end-to-end tests predictable.
+They keep the verdicts below whatever the seed and the `end` day (before, during or after
+a sale), from 60 days of history on, and at any moment from the start of `end` to the
+end of the second day after it, since a server started on `end` keeps answering from
+the same data (tests/test_demo_scenarios.py sweeps a year of end days):
 
 - S1 "Aurora NC700 Wireless Headphones" (aliases "NC700", "极光NC700",
   "极光NC700降噪耳机"): a long, slowly falling price history, now within about 2% of its
@@ -35,13 +39,20 @@ With `skus >= 8` six hero products make the demo and the end-to-end tests predic
   posted 30 days before `end` and another on `end` itself, so the newest reviews an
   explanation quotes contain one.
 - S2 "Lumina 55U8 4K Smart TV": a fake-discount seller, its price raised 30% over the
-  last two weeks ahead of the next sale event (a promotion back near its usual price),
-  and a "was" price near twice its usual price: a clear WAIT.
+  last two weeks ahead of a sale 3 to 21 days after `end` (the first sale event that
+  starts then, else the seller's own "Lumina Brand Days") at a price back near its
+  usual price, and a "was" price near twice its usual price: a clear WAIT. It sits out
+  the past sales that end within those two weeks, so its latest price is never a sale
+  price.
 - S3 "Halden BrewMaster 3 Espresso Machine": well rated until its ratings collapse in
   the last 35 days: SKIP.
 - S4 "Orbitek Pulse 2 Smartwatch": listed four days ago: INSUFFICIENT_DATA.
 - S5 "Kestrel Q5 Noise Cancelling Headphones" and S6 "Nordvik Aria ANC Headphones":
-  two similar, well-stocked noise-cancelling headphones for "A or B?" questions.
+  two similar, well-stocked noise-cancelling headphones, both sliding gently to their
+  all-time lows, for "A or B?" questions. The Kestrel has an honest sale announced (15%
+  off, timed like S2's): WAIT; the Nordvik has none: BUY. So "Kestrel Q5 or Nordvik Aria
+  ANC?" picks the Nordvik and "Aurora NC700 or Kestrel Q5?" the Aurora on their
+  verdicts, which review noise cannot swap.
 """
 
 from __future__ import annotations
@@ -387,6 +398,39 @@ def _hero_plan(
     )
 
 
+_STEADY_REVIEWS = 1.5
+"""Reviews a day, whatever the sales, for a hero whose story is not its reviews: about 45
+in the last 30 days put a chance fall of 0.7 stars (rating_falling) or a mean under 3.5
+(quality_floor) four standard errors away, where the ten S2 used to get put it at two."""
+
+
+_ANNOUNCED_LEAD = range(3, 22)
+"""Days from `end` to the start of a hero's announced sale: still ahead two days after
+`end` (a server started that day keeps answering), and within the 21 days the verdict
+rules look ahead for an upcoming sale."""
+
+
+def _announced_sale(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> SaleEvent:
+    """The first sale event that starts within the lead, else the seller's own sale.
+
+    The calendar promises a start within 30 days, not within the lead: after 618
+    (16 June) nothing starts until Prime Day in mid-July.
+    """
+    for event in events:
+        if window.index(event.starts) - window.last in _ANNOUNCED_LEAD:
+            return event
+    starts = window.day(window.last + 10)
+    return SaleEvent(f"{plan.name.brand.en} Brand Days", starts, starts + 2 * _DAY)
+
+
+def _join(
+    window: _Window, event: SaleEvent, share: float, hike: float = 0.0, hike_from: int = 0
+) -> _Deal:
+    return _Deal(
+        event, window.index(event.starts), window.index(event.ends), share, hike, hike_from
+    )
+
+
 def _shape_buy(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
     """A steady slide to the all-time low, without noise big enough to hide it."""
     pricing = replace(
@@ -399,29 +443,32 @@ def _shape_buy(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Pl
         list_factor=1.17,
         deals=(),
     )
+    # enough reviews that noise cannot fake a fall, few enough a day that the hostile
+    # one on `end` is mostly among the newest
     reviewing = replace(
         plan.reviewing,
         quality=4.6,
         drop=0.0,
         drop_from=window.days,
+        ratio=0.06,
         hostile_days=(window.last - 30, window.last),
     )
     return _hero_plan(plan, 20.0, pricing, reviewing)
 
 
 def _shape_fake_discount(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
-    """Hikes before past major sales and over the last two weeks, ahead of the next sale."""
+    """Hikes before past major sales and over the last two weeks, ahead of a sale.
 
-    def fake(event: SaleEvent, hike_from: int) -> _Deal:
-        first, last = window.index(event.starts), window.index(event.ends)
-        return _Deal(event, first, last, 0.97, 0.3, hike_from)
-
+    Past sales end before the last hike begins, so no moment of the last days (the end
+    day before this product's hour reads the day before) shows a sale price.
+    """
+    hike_from = window.last - 13
     deals = [
-        fake(e, window.index(e.starts) - 10)
+        _join(window, e, 0.97, 0.3, window.index(e.starts) - 10)
         for e in events
-        if e.major and window.index(e.ends) < window.last
+        if e.major and window.index(e.ends) < hike_from
     ]
-    deals += [fake(e, window.last - 13) for e in events if window.index(e.starts) > window.last][:1]
+    deals.append(_join(window, _announced_sale(plan, window, events), 0.97, 0.3, hike_from))
     pricing = replace(
         plan.pricing,
         base=549.99,
@@ -431,7 +478,13 @@ def _shape_fake_discount(plan: _Plan, window: _Window, events: Sequence[SaleEven
         deals=tuple(deals),
     )
     # the scenario is the price: a decent product whatever the seed, so quality never decides
-    reviewing = replace(plan.reviewing, quality=4.1, drop=0.0, drop_from=window.days)
+    reviewing = replace(
+        plan.reviewing,
+        quality=4.1,
+        drop=0.0,
+        drop_from=window.days,
+        base_rate=_STEADY_REVIEWS,
+    )
     return _hero_plan(plan, 6.0, pricing, reviewing)
 
 
@@ -463,13 +516,33 @@ def _shape_new_listing(plan: _Plan, window: _Window, events: Sequence[SaleEvent]
 
 
 def _shape_compared(
-    base: float, quality: float, units: float
+    base: float, quality: float, units: float, sale_share: float | None = None
 ) -> Callable[[_Plan, _Window, Sequence[SaleEvent]], _Plan]:
+    """One of the compared pair: a gentle slide keeps it near its all-time low (a BUY),
+    unless `sale_share` announces an honest sale at that share of its price (a WAIT), so
+    "A or B?" is decided by the verdicts rather than by review noise."""
+
     def shape(plan: _Plan, window: _Window, events: Sequence[SaleEvent]) -> _Plan:
-        honest = tuple(d for d in plan.pricing.deals if d.hike == 0.0)
-        pricing = replace(plan.pricing, base=base, list_factor=1.1, deals=honest)
+        deals: tuple[_Deal, ...] = ()
+        if sale_share is not None:
+            deals = (_join(window, _announced_sale(plan, window, events), sale_share),)
+        pricing = replace(
+            plan.pricing,
+            base=base,
+            drift=-0.0006,
+            wander=0.0,
+            noise=0.003,
+            weekend_dip=0.0,
+            list_factor=1.1,
+            deals=deals,
+        )
         reviewing = replace(
-            plan.reviewing, quality=quality, drop=0.0, drop_from=window.days, hostile_days=()
+            plan.reviewing,
+            quality=quality,
+            drop=0.0,
+            drop_from=window.days,
+            base_rate=_STEADY_REVIEWS,
+            hostile_days=(),
         )
         return _hero_plan(plan, units, pricing, reviewing)
 
@@ -514,7 +587,7 @@ _HEROES: dict[str, _Hero] = {
     "S5": _Hero(
         "headphones",
         ProductName(brand("Kestrel"), "Q5", Kind("Noise Cancelling Headphones", "降噪耳机", _ANC)),
-        _shape_compared(249.99, 4.3, 12.0),
+        _shape_compared(249.99, 4.3, 12.0, sale_share=0.85),
     ),
     "S6": _Hero(
         "headphones",
