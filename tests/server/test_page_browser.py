@@ -86,10 +86,12 @@ def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None
             timeout=120_000,
         )
         page.wait_for_selector("#chart svg", timeout=20_000)
+        word = page.inner_text("#v-word")
         seen = page.evaluate("window.__seen")
         page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
         browser.close()
     assert not errors
+    assert word == "Worth buying now"  # the API's verdict_label, not a copy in app.js
     assert seen["verdictAt"] is not None and seen["lengths"]
     first_text_at = seen["lengths"][0][0]
     assert seen["verdictAt"] <= first_text_at

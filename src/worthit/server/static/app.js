@@ -34,13 +34,7 @@
         "The explanation is written afterwards and checked against the same numbers.",
       retry: "Try again",
       langButton: "中文",
-      verdicts: {
-        BUY: "Worth buying",
-        WAIT: "Better to wait",
-        SKIP: "Skip it",
-        INSUFFICIENT_DATA: "Not enough data",
-        RANKING: "Top picks",
-      },
+      ranking: "Top picks",
       confidence: (p) => `${p}% confident`,
       numPrice: "Price now",
       numLow: "All-time low",
@@ -98,13 +92,7 @@
       footer: "结论由固定规则根据记录的价格、评分和库存得出；说明随后生成，并用同样的数字核对。",
       retry: "重试",
       langButton: "English",
-      verdicts: {
-        BUY: "值得买",
-        WAIT: "建议再等等",
-        SKIP: "不建议买",
-        INSUFFICIENT_DATA: "数据不足",
-        RANKING: "排行榜",
-      },
+      ranking: "排行榜",
       confidence: (p) => `把握 ${p}%`,
       numPrice: "当前价",
       numLow: "历史最低",
@@ -578,6 +566,7 @@
     const verdict = body.verdict || {};
     return {
       verdict: verdict.verdict,
+      verdict_label: verdict.verdict_label,
       confidence: verdict.confidence,
       reasons: verdict.reasons || [],
       sku: facts.sku,
@@ -866,7 +855,9 @@
     el.verdict.classList.toggle("is-preview", how.source === "preview");
     el.title.textContent = data.title || facts.title || (kind === "RANKING" ? data.question || "" : "");
     el.sku.textContent = data.sku ? `[${data.sku}]` : "";
-    el.word.textContent = STRINGS[state.lang].verdicts[kind] || kind;
+    // The verdict's words come from the API (one wording for the page, the templates and
+    // the model's prompt); a ranking is the page's own heading.
+    el.word.textContent = kind === "RANKING" ? t("ranking") : data.verdict_label || kind;
     el.confidence.textContent = typeof data.confidence === "number"
       ? t("confidence", Math.round(data.confidence * 100)) : "";
 
@@ -913,7 +904,7 @@
       if (other.sku === data.sku) continue;
       const li = document.createElement("li");
       li.className = "reason info compared";
-      const word = STRINGS[state.lang].verdicts[other.verdict] || other.verdict;
+      const word = other.verdict_label || other.verdict;
       const pct = typeof other.confidence === "number" ? ` · ${t("confidence", Math.round(other.confidence * 100))}` : "";
       li.textContent = `${other.title}: ${word}${pct}`;
       el.reasons.append(li);
