@@ -83,7 +83,7 @@ def run(engine: Scripted | None, verdict: Verdict = BUY) -> tuple[str, Explanati
     )
 
     async def collect() -> list[Delta | Explanation]:
-        return [item async for item in explain_live(decision, [], engine)]  # type: ignore[arg-type]
+        return [item async for item in explain_live(decision, engine)]  # type: ignore[arg-type]
 
     items = asyncio.run(collect())
     final = items[-1]

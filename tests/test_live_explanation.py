@@ -57,7 +57,7 @@ def explanation_for(stream: EndsWith) -> Explanation:
     )
 
     async def last() -> Explanation:
-        items = [item async for item in explain_live(decision, [], Engine(stream))]  # type: ignore[arg-type]
+        items = [item async for item in explain_live(decision, Engine(stream))]  # type: ignore[arg-type]
         assert isinstance(items[-1], Explanation)
         return items[-1]
 

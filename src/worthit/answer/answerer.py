@@ -1,40 +1,83 @@
-"""The one answer flow: decide (no LLM), then explain (the engine's text or the template).
+"""The one answer flow: decide (no LLM), then explain (stored, live, or the template).
 
 The CLI (`asyncio.run`), `POST /v1/decide` (SSE and JSON) and the `worthit` chat model all
 call `Answerer.ask` and render the events it yields; none of them orchestrates the steps
 itself, so a rule about answers lives here once.
+
+An explanation depends only on its inputs (explain/inputs.py), so the model's checked
+text is stored under their key and served to every later asker of the same inputs at
+once, after the guard has checked it again against the current facts. On a miss the
+engine writes it live when it says that fits the deadline; otherwise the shopper gets the
+template now and the inputs go to the background generator, so the next asker gets the
+model's text.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
+from worthit.answer.demand import LanguageMix, Wanted
 from worthit.answer.events import Event, Finished, VerdictReady
-from worthit.answer.live import explain_live
-from worthit.decide.decider import Decider, DecisionStatus
+from worthit.answer.generation import SAMPLING_POLICY
+from worthit.answer.live import explain_live, needs_no_model
+from worthit.answer.metrics import AnswerMetrics
+from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.resolve import ProductResolver
 from worthit.engine.engine import Engine
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation
-from worthit.explain.prompt import prompt_reviews
+from worthit.explain.explainer import (
+    DEFAULT_MAX_TOKENS,
+    Delta,
+    Explanation,
+    ExplanationRun,
+    recheck,
+)
+from worthit.explain.inputs import ExplanationInputs
+from worthit.explain.keys import explanation_key
+from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, StoredExplanation
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import Clock, now_ms
+from worthit.market.timeutil import Clock, iso, now_ms
+from worthit.text.sentences import sentence_ends
 
 
 class Answerer:
-    """Answers questions about one market; `engine` None means template text only."""
+    """Answers questions about one market.
 
-    def __init__(self, store: MarketStore, engine: Engine | None, *, clock: Clock = now_ms) -> None:
+    `engine` None means template text only. `explanations` is the store of checked
+    explanations (None: every explanation is written live). `model` is the model file's
+    identity (`explain.keys.model_identity`), part of every stored explanation's key.
+    """
+
+    def __init__(
+        self,
+        store: MarketStore,
+        engine: Engine | None,
+        *,
+        clock: Clock = now_ms,
+        explanations: ExplanationStore | None = None,
+        model: str | None = None,
+        metrics: AnswerMetrics | None = None,
+    ) -> None:
         self.store = store
         self.engine = engine
         self.decider = Decider(FactsCache(FactsBuilder(store, clock)), ProductResolver(store))
+        self.explanations = explanations
+        self.model = model or (engine.model_id if engine is not None else "no-model")
+        self.metrics = metrics or AnswerMetrics()
+        self.languages = LanguageMix()
+        """Who asks in which language: the generator's demand order reads it."""
+        self.wanted = Wanted()
+        """Inputs a shopper missed in the store: the generator writes them first."""
 
     @property
     def facts(self) -> FactsCache:
         return self.decider.facts
+
+    def key(self, inputs: ExplanationInputs) -> str:
+        return explanation_key(self.model, inputs, SAMPLING_POLICY)
 
     async def ask(
         self,
@@ -58,16 +101,9 @@ class Answerer:
         yield VerdictReady(decision, dict(timings))
         explanation: Explanation | None = None
         if decision.status is DecisionStatus.ANSWERED:
-            reviews = prompt_reviews(self.store, decision.sheet) if decision.sheet else []
+            self.languages.count(decision.language)
             left = None if deadline_s is None else deadline_s - (time.perf_counter() - started)
-            async for item in explain_live(
-                decision,
-                reviews,
-                self.engine,
-                priority=priority,
-                deadline_s=left,
-                max_tokens=max_tokens,
-            ):
+            async for item in self._explain(decision, priority, left, max_tokens):
                 if isinstance(item, Delta):
                     yield item
                 else:
@@ -76,6 +112,105 @@ class Answerer:
             timings.update(explanation.timings_ms)
         timings["total"] = _ms(started)
         yield Finished(decision, explanation, priority, timings)
+
+    async def _explain(
+        self, decision: Decision, priority: Priority, deadline_s: float | None, max_tokens: int
+    ) -> AsyncIterator[Delta | Explanation]:
+        if needs_no_model(decision) or self.engine is None:
+            async for item in explain_live(decision, self.engine):
+                yield item
+            return
+        sheet, verdict = decision.sheet, decision.verdict
+        assert sheet is not None and verdict is not None
+        inputs = ExplanationInputs.of(sheet.title, verdict)
+        key = self.key(inputs)
+        stored = self.explanations.get(key) if self.explanations is not None else None
+        if stored is not None:
+            async for item in self._from_store(stored, decision):
+                yield item
+            return
+        final: Explanation | None = None
+        async for item in explain_live(
+            decision, self.engine, priority=priority, deadline_s=deadline_s, max_tokens=max_tokens
+        ):
+            if isinstance(item, Delta):
+                yield item
+            else:
+                final = item
+        assert final is not None
+        self._after_live(decision, key, final)
+        self.metrics.explanations.labels(
+            "live" if final.source == "llm" else "template", decision.language
+        ).inc()
+        yield final
+
+    async def _from_store(
+        self, stored: StoredExplanation, decision: Decision
+    ) -> AsyncIterator[Delta | Explanation]:
+        """The stored text, checked again against the current facts, streamed at once;
+        the template when it no longer holds (and the inputs go to the generator)."""
+        sheet, verdict = decision.sheet, decision.verdict
+        assert sheet is not None and verdict is not None
+        started = time.perf_counter()
+        why = stale_reason(stored, ExplanationRun(sheet, verdict), now_ms())
+        if why is not None or stored.text is None:
+            self.wanted.add(sheet.sku, decision.language)
+            self.metrics.explanations.labels("template", decision.language).inc()
+            yield ExplanationRun(sheet, verdict).fallback(*(why or ("model_failed_checks", ())))
+            return
+        end = 0
+        for cut in sentence_ends(stored.text):
+            yield Delta(stored.text[end:cut])
+            end = cut
+        if end < len(stored.text):
+            yield Delta(stored.text[end:])
+        self.metrics.explanations.labels("stored", decision.language).inc()
+        elapsed = _ms(started)
+        yield Explanation(
+            stored.text,
+            "llm",
+            "stop",
+            cached=True,
+            generated_at=iso(stored.generated_at_ms),
+            timings_ms={"llm_first_token": elapsed, "llm_total": elapsed},
+        )
+
+    def _after_live(self, decision: Decision, key: str, final: Explanation) -> None:
+        """Store what the model wrote while the shopper waited; or queue the inputs."""
+        assert decision.sheet is not None and decision.verdict is not None
+        if final.source == "llm" and final.finish_reason == "stop":
+            if self.explanations is not None:
+                self.explanations.put(
+                    StoredExplanation(
+                        key=key,
+                        text=final.text,
+                        model=self.model,
+                        sku=decision.sheet.sku,
+                        language=decision.language,
+                        verdict=decision.verdict.kind.value,
+                        generated_at_ms=now_ms(),
+                        method="live",
+                        tries=1,
+                        sampling="greedy",
+                    )
+                )
+            return
+        self.wanted.add(decision.sheet.sku, decision.language)
+
+
+def stale_reason(
+    stored: StoredExplanation, run: ExplanationRun, now: int
+) -> tuple[str, tuple[str, ...]] | None:
+    """Why `stored` must not be served (or kept) for these facts, or None.
+
+    A failed entry stands for `RETRY_FAILED_AFTER_MS` (template meanwhile); a text must
+    pass the guard and the wording checks against the current facts."""
+    if stored.text is None:
+        if now - stored.generated_at_ms < RETRY_FAILED_AFTER_MS:
+            return "model_failed_checks", ()
+        return "model_failed_before", ()
+    found = recheck(stored.text, run.sheet, run.verdict)
+    return None if found is None else (f"stale_{found[0]}", found[1])
 
 
 def _ms(started: float) -> float:

@@ -1,4 +1,4 @@
-"""One explanation driven on the batching engine.
+"""One explanation written by the model on the batching engine, streamed as it comes.
 
 The rules live in `ExplanationRun`; this module only feeds it the engine's stream. The
 engine is shared by every request and may refuse one it cannot serve before the
@@ -16,33 +16,26 @@ from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, Prom
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
 from worthit.explain.explainer import Delta, Explanation, ExplanationRun, FallbackError
 from worthit.explain.templates import template_explanation
-from worthit.market.entities import Review
 
 FINISH_MARGIN_S = 0.1
 """Time kept back from the engine's deadline for what follows the last token: the
 guard, the `done` event and its trip to the shopper, so the answer as a whole lands
 inside the latency objective, not just its last token."""
 
+ENGINE_PROBLEMS = frozenset({"engine_error", "engine_abort", "EngineClosedError"})
+"""Fallbacks that say nothing about the text: trying again with other sampling is no cure."""
 
-async def explain_live(
-    decision: Decision,
-    reviews: list[Review],
-    engine: Engine | None,
+
+async def stream_explanation(
+    run: ExplanationRun,
+    engine: Engine,
+    params: SamplingParams,
     *,
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
-    max_tokens: int = 64,
 ) -> AsyncIterator[Delta | Explanation]:
     """Guarded deltas, then one Explanation (always the last item); `deadline_s` is the
     time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows."""
-    if needs_no_model(decision):
-        yield summary_explanation(decision)
-        return
-    assert decision.sheet is not None and decision.verdict is not None
-    run = ExplanationRun(decision.sheet, reviews, decision.verdict, decision.question)
-    if engine is None:
-        yield run.fallback("no_model")
-        return
     if deadline_s is not None:
         deadline_s -= FINISH_MARGIN_S  # the engine's deadline is for the last token
         if deadline_s <= 0:
@@ -51,7 +44,7 @@ async def explain_live(
     try:
         stream = engine.submit(
             messages=run.messages,
-            params=SamplingParams(max_tokens=max_tokens, temperature=0.0),
+            params=params,
             priority=priority,
             deadline_s=deadline_s,
             answer_prefix=run.prefix,
@@ -71,6 +64,30 @@ async def explain_live(
             yield item
     finally:
         stream.abort()
+
+
+async def explain_live(
+    decision: Decision,
+    engine: Engine | None,
+    *,
+    priority: Priority = Priority.MEDIUM,
+    deadline_s: float | None = None,
+    max_tokens: int = 64,
+) -> AsyncIterator[Delta | Explanation]:
+    """The model's explanation of an answered decision, greedy, as a shopper waits."""
+    if needs_no_model(decision):
+        yield summary_explanation(decision)
+        return
+    assert decision.sheet is not None and decision.verdict is not None
+    run = ExplanationRun(decision.sheet, decision.verdict)
+    if engine is None:
+        yield run.fallback("no_model")
+        return
+    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+    async for item in stream_explanation(
+        run, engine, params, priority=priority, deadline_s=deadline_s
+    ):
+        yield item
 
 
 async def _drive(run: ExplanationRun, stream: RequestStream) -> AsyncIterator[Delta | Explanation]:

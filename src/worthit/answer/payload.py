@@ -81,14 +81,18 @@ def explanation_payload(explanation: Explanation | None) -> dict[str, Any]:
         "explanation_source": explanation.source,
         "finish_reason": explanation.finish_reason,
     }
+    if explanation.source == "llm":
+        data["cached"] = explanation.cached
+        if explanation.generated_at is not None:
+            data["generated_at"] = explanation.generated_at
     if explanation.fallback_reason:
         data["fallback_reason"] = explanation.fallback_reason
         data["ungrounded"] = list(explanation.ungrounded)
     return data
 
 
-DONE_FIELDS = ("finish_reason", "explanation_source", "explanation", "fallback_reason",
-               "ungrounded", "timings_ms", "tokens", "priority")  # fmt: skip
+DONE_FIELDS = ("finish_reason", "explanation_source", "explanation", "cached", "generated_at",
+               "fallback_reason", "ungrounded", "timings_ms", "tokens", "priority")  # fmt: skip
 """What the SSE `done` event carries: the answer's end, without repeating the verdict."""
 
 

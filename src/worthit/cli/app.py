@@ -6,6 +6,7 @@ import typer
 
 from worthit.cli.ask import ask_command
 from worthit.cli.errors import user_errors
+from worthit.cli.explain import explain_command
 from worthit.cli.facts import facts_command
 from worthit.cli.keys import keys_app
 from worthit.cli.market import import_command, simulate_command
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command("ask")(user_errors(ask_command))
 app.command("facts")(user_errors(facts_command))
+app.command("explain")(user_errors(explain_command))
 app.command("import")(user_errors(import_command))
 app.command("simulate")(user_errors(simulate_command))
 app.command("serve")(user_errors(serve_command))

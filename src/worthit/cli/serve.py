@@ -12,6 +12,7 @@ from worthit.cli.options import DbOption, db_path
 from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.market.store import MarketStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -34,9 +35,16 @@ def serve_command(
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     context: Annotated[int, typer.Option(min=512, help="KV cells shared by all requests.")] = 8192,
-    warm: Annotated[
-        int, typer.Option(min=0, help="Best sellers whose explanation prompts are cached at start.")
-    ] = 10,
+    background: Annotated[
+        bool,
+        typer.Option(
+            "--background/--no-background",
+            help="Write explanations in the engine's idle time, in order of expected demand.",
+        ),
+    ] = True,
+    explanations: Annotated[
+        int, typer.Option(min=1, help="Explanations the store keeps (least recently used out).")
+    ] = DEFAULT_CAPACITY,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
     deadline_ms: Annotated[
         int, typer.Option(min=100, help="Default latency objective of an answer.")
@@ -74,7 +82,8 @@ def serve_command(
         engine_config=config,
         auth=not demo,
         default_deadline_ms=deadline_ms,
-        warm_best_sellers=warm,
+        background=background,
+        explanation_capacity=explanations,
     )
     engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()

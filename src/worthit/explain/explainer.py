@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from worthit.decide.verdict import Verdict
-from worthit.explain.guard import allowed_numbers
+from worthit.explain.guard import allowed_numbers, check_grounding
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
+from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.sanity import problem, repetitive
 from worthit.explain.templates import template_explanation
 from worthit.facts.sheet import FactSheet
-from worthit.market.entities import Review
 from worthit.text.sentences import ends_sentence, last_sentence_end
 
 DEFAULT_MAX_TOKENS = 64
@@ -42,6 +41,10 @@ class Explanation:
     timings_ms: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     """Prompt, cached and completion token counts, when the model ran."""
+    cached: bool = False
+    """The model's text came from the explanation store, checked again against the facts."""
+    generated_at: str | None = None
+    """When the model wrote it (ISO 8601), for stored text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +68,12 @@ class ExplanationRun:
     to show, or raises FallbackError.
     """
 
-    def __init__(
-        self, sheet: FactSheet, reviews: Sequence[Review], verdict: Verdict, question: str
-    ) -> None:
+    def __init__(self, sheet: FactSheet, verdict: Verdict) -> None:
         self.sheet = sheet
         self.verdict = verdict
-        self.messages = build_messages(sheet, reviews, verdict, question)
-        self.prefix = answer_prefix(verdict)
+        self.inputs = ExplanationInputs.of(sheet.title, verdict)
+        self.messages = build_messages(self.inputs)
+        self.prefix = answer_prefix(self.inputs)
         self._guard = GuardedStream(allowed_numbers(sheet, verdict))
         self._pending = self._guard.feed(self.prefix)
         self._started = time.perf_counter()
@@ -175,6 +177,21 @@ class ExplanationRun:
             streamed="" if self._pending else self._guard.shown,  # pending: nothing shown
             timings_ms={"llm_total": _ms(self._started)},
         )
+
+
+def recheck(text: str, sheet: FactSheet, verdict: Verdict) -> tuple[str, tuple[str, ...]] | None:
+    """Why a stored explanation may not be shown against these facts (the guard and the
+    wording checks its generation passed, run again on the current facts), or None."""
+    result = check_grounding(text, allowed_numbers(sheet, verdict))
+    if not result.ok:
+        return "ungrounded", result.ungrounded
+    prefix = answer_prefix(ExplanationInputs.of(sheet.title, verdict))
+    if not text.startswith(prefix):
+        return "other_verdict", ()
+    why = problem(text[len(prefix) :], verdict.kind)
+    if why is not None:
+        return why, ()
+    return ("repetitive", ()) if repetitive(text) else None
 
 
 _LETTER = re.compile(r"[^\W\d_]")

@@ -30,7 +30,7 @@ def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
     """One or two sentences: the headline with the strongest reason, then the next one."""
     language = language_of(verdict)
     end = "。" if language == "zh" else "."
-    sentences = [_sentence(r.text, end) for r in _top_reasons(verdict)]
+    sentences = [_sentence(r.text, end) for r in leading_reasons(verdict)]
     if not sentences and sheet.current_price is not None:
         price = money(sheet.current_price, sheet.currency)
         sentences = [f"当前售价{price}。" if language == "zh" else f"It sells for {price} now."]
@@ -43,7 +43,7 @@ def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
     return headline + colon + space.join(sentences)
 
 
-def _top_reasons(verdict: Verdict) -> list[Reason]:
+def leading_reasons(verdict: Verdict) -> list[Reason]:
     """Reasons for the verdict first, then neutral ones, then those against; order kept."""
     supporting = _SUPPORTING[verdict.kind]
 

@@ -8,6 +8,7 @@ and a half-applied migration never persists.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -163,7 +164,7 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]:
-    """Bring the schema up to `target`; returns the versions applied."""
+    """Bring the market's schema up to `target`; returns the versions applied."""
     current = schema_version(conn)
     if current > LATEST_VERSION:
         raise SchemaTooNewError(
@@ -172,17 +173,63 @@ def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]
     applied = []
     for migration in MIGRATIONS:
         if current < migration.version <= target:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for statement in _split_statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {migration.version}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            _apply(conn, migration, f"PRAGMA user_version = {migration.version}")
             applied.append(migration.version)
     return applied
+
+
+_COMPONENTS = """
+CREATE TABLE IF NOT EXISTS schema_components (
+    component TEXT PRIMARY KEY,
+    version   INTEGER NOT NULL
+)
+"""
+
+
+def migrate_component(
+    conn: sqlite3.Connection, component: str, migrations: Sequence[Migration]
+) -> list[int]:
+    """Bring the tables another layer keeps in the market's file up to date.
+
+    A store beside the market (explanations, say) owns its schema and its migrations;
+    its version is a row of `schema_components`, so it never moves the market's
+    `user_version` and the market never needs to know the table exists.
+    """
+    conn.execute(_COMPONENTS)
+    row = conn.execute(
+        "SELECT version FROM schema_components WHERE component = ?", (component,)
+    ).fetchone()
+    current = int(row[0]) if row else 0
+    latest = migrations[-1].version if migrations else 0
+    if current > latest:
+        raise SchemaTooNewError(
+            f"{component} schema is version {current}, this worthit knows up to {latest}"
+        )
+    applied = []
+    for migration in migrations:
+        if current < migration.version:
+            record = (
+                "INSERT INTO schema_components (component, version) VALUES (?, ?) "
+                "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
+            )
+            _apply(conn, migration, record, (component, migration.version))
+            applied.append(migration.version)
+    return applied
+
+
+def _apply(
+    conn: sqlite3.Connection, migration: Migration, record: str, params: tuple[object, ...] = ()
+) -> None:
+    """One migration and the statement recording it, in one transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _split_statements(migration.sql):
+            conn.execute(statement)
+        conn.execute(record, params)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _split_statements(script: str) -> list[str]:

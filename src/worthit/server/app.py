@@ -9,6 +9,8 @@ latter.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,8 +22,10 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
 from worthit.answer.answerer import Answerer
-from worthit.answer.warm import warm_best_sellers
+from worthit.answer.background import ExplanationGenerator
 from worthit.engine.engine import Engine
+from worthit.explain.keys import model_identity
+from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
 from worthit.server import chat_api, decide_api, health_api, page, products_api
 from worthit.server.guard import GuardMiddleware
@@ -54,13 +58,27 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
         else:
             engine.start()
             state.engine = engine
-        if store is not None:
-            state.answerer = Answerer(store, state.engine, clock=settings.clock)
-            if settings.warm_best_sellers:
-                _warm(state.engine, state.answerer, settings.warm_best_sellers)
+        background: asyncio.Task[object] | None = None
+        if store is not None and settings.db_path is not None:
+            explanations = SqliteExplanationStore(
+                settings.db_path, settings.explanation_capacity, settings.clock
+            )
+            model = model_identity(settings.model_path) if settings.model_path else None
+            state.answerer = Answerer(
+                store, state.engine, clock=settings.clock, explanations=explanations, model=model
+            )
+            if settings.background:
+                state.generator = ExplanationGenerator(state.answerer)
+                background = asyncio.create_task(state.generator.run())
         try:
             yield
         finally:
+            if background is not None:
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
+            if state.answerer is not None and state.answerer.explanations is not None:
+                state.answerer.explanations.close()
             if engine is None:
                 state.engine.close()
 
@@ -91,15 +109,6 @@ def _routes(with_market: bool) -> list[BaseRoute]:
             page.static_mount(),
         ]
     return routes
-
-
-def _warm(engine: Engine, answerer: Answerer, n: int) -> None:
-    try:
-        queued = warm_best_sellers(engine, answerer.decider, answerer.store, n)
-    except Exception:  # a cold cache is slower, not broken: serve anyway
-        log.exception("could not warm the prefix cache")
-        return
-    log.info("warming the prefix cache for %d best sellers", len(queued))
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:

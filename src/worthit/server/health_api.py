@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from worthit.server.state import StateDep
+from worthit.server.state import ServiceState, StateDep
 
 router = APIRouter(tags=["health"])
 
@@ -40,13 +40,37 @@ async def readyz(state: StateDep) -> JSONResponse:
         if products == 0:
             degraded.append("store has no products")
     ready = not degraded
-    return JSONResponse(
-        {"ready": ready, "products": products, "degraded": degraded},
-        status_code=200 if ready else 503,
-    )
+    body: dict[str, Any] = {"ready": ready, "products": products, "degraded": degraded}
+    if state.answerer is not None and state.answerer.explanations is not None:
+        body["explanations"] = _explanations(state)
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+def _explanations(state: ServiceState) -> dict[str, Any]:
+    """How full the explanation store is: a cold store is slower text, not a fault."""
+    assert state.answerer is not None and state.answerer.explanations is not None
+    info: dict[str, Any] = {"stored": len(state.answerer.explanations)}
+    generator = state.generator
+    if generator is not None:
+        stats = generator.stats
+        info |= {
+            "generating": True,
+            "demand_covered": round(stats.coverage, 4),
+            "pairs_covered": stats.covered_pairs,
+            "pairs": stats.pairs,
+            "written": stats.kept,
+            "failed": stats.failed,
+            "passes": stats.passes,
+        }
+    else:
+        info["generating"] = False
+    return info
 
 
 @router.get("/metrics")
 async def metrics(state: StateDep) -> Response:
     engine = state.running_engine()
-    return Response(generate_latest(engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    text = generate_latest(engine.metrics.registry)
+    if state.answerer is not None:
+        text += generate_latest(state.answerer.metrics.registry)
+    return Response(text, media_type=CONTENT_TYPE_LATEST)

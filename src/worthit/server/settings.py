@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worthit.engine.config import EngineConfig
+from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.market.timeutil import Clock, now_ms
 
 
@@ -20,7 +21,9 @@ class ServiceSettings:
     auth: bool = True
     """API keys required on every route but the open ones (`--demo` turns it off)."""
     default_deadline_ms: int = 800
-    warm_best_sellers: int = 0
-    """Explanation prompts of this many best sellers go into the prefix cache at start."""
+    explanation_capacity: int = DEFAULT_CAPACITY
+    """Explanations the store keeps (least recently used out first)."""
+    background: bool = True
+    """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
     """What "now" is for fact sheets; tests pin it, so answers do not depend on the day."""

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from worthit.answer.answerer import Answerer
+from worthit.answer.background import ExplanationGenerator
 from worthit.engine.engine import Engine
 from worthit.market.store import MarketStore
 from worthit.server.ratelimit import TenantLimiter
@@ -34,6 +35,8 @@ class ServiceState:
     limiter: TenantLimiter
     engine: Engine | None = None
     answerer: Answerer | None = None
+    generator: ExplanationGenerator | None = None
+    """Writes explanations in the engine's idle time (None: off, or no market)."""
 
     def running_engine(self) -> Engine:
         if self.engine is None:

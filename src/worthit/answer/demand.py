@@ -1,0 +1,78 @@
+"""What shoppers are about to ask: which products, in which language, and what missed.
+
+The background generator writes explanations in this order, so the store covers the
+most demand soonest: a (product, language) pair weighs its product's sales over the last
+week times the share of recent questions asked in that language.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+
+LANGUAGES = ("en", "zh")
+PRIOR_SHARES = {"en": 0.75, "zh": 0.25}
+"""Before any question was asked: what the demo's traffic mix is (benchmarks ask one
+question in four in Chinese)."""
+PRIOR_WEIGHT = 200
+"""Questions' worth of the prior in the shares: the first few questions do not swing them."""
+WANTED_LIMIT = 4096
+
+
+class LanguageMix:
+    """The share of recent questions in each language (answered questions, counted)."""
+
+    def __init__(self) -> None:
+        self._counts = dict.fromkeys(LANGUAGES, 0)
+        self._lock = threading.Lock()
+
+    def count(self, language: str) -> None:
+        with self._lock:
+            if language in self._counts:
+                self._counts[language] += 1
+
+    def shares(self) -> dict[str, float]:
+        with self._lock:
+            total = sum(self._counts.values()) + PRIOR_WEIGHT
+            return {
+                lang: (self._counts[lang] + PRIOR_WEIGHT * PRIOR_SHARES[lang]) / total
+                for lang in LANGUAGES
+            }
+
+
+class Wanted:
+    """Pairs a shopper asked for and did not get from the store: generated first.
+
+    Bounded and de-duplicated; the newest miss goes to the back, the oldest is dropped
+    when full (it will come round again in the demand walk).
+    """
+
+    def __init__(self, limit: int = WANTED_LIMIT) -> None:
+        self.limit = limit
+        self._pairs: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, sku: str, language: str) -> None:
+        with self._lock:
+            self._pairs[(sku, language)] = None
+            while len(self._pairs) > self.limit:
+                self._pairs.popitem(last=False)
+
+    def pop(self) -> tuple[str, str] | None:
+        with self._lock:
+            return self._pairs.popitem(last=False)[0] if self._pairs else None
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+
+def demand_order(
+    sales: dict[str, float], skus: list[str], shares: dict[str, float]
+) -> Iterator[tuple[str, str, float]]:
+    """(sku, language, weight), heaviest first; products without sales last, in sku order."""
+    pairs = [
+        (sku, lang, sales.get(sku, 0.0) * share) for sku in skus for lang, share in shares.items()
+    ]
+    pairs.sort(key=lambda p: (-p[2], p[0], p[1]))
+    yield from pairs

@@ -1,0 +1,95 @@
+"""Best-of-k: one explanation for one product's inputs, tried until a candidate passes.
+
+The first try is greedy (what a shopper waiting live gets); a candidate that fails the
+guard or the wording checks is tried again with sampling, each try with its own fixed
+seed, so a run is reproducible and the store can say how the kept text was drawn.
+Every try is the model writing about this product's own inputs: no text is reused
+across products.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from worthit.answer.live import ENGINE_PROBLEMS, stream_explanation
+from worthit.decide.verdict import Verdict
+from worthit.engine.engine import Engine
+from worthit.engine.sequence import Priority, SamplingParams
+from worthit.explain.explainer import Explanation, ExplanationRun
+from worthit.facts.sheet import FactSheet
+
+MAX_TOKENS = 64
+RETRY_TEMPERATURE = 0.7
+DEFAULT_TRIES = 4
+SAMPLING_POLICY = (
+    f"best-of-{DEFAULT_TRIES}: greedy, then temperature {RETRY_TEMPERATURE} with seeds "
+    f"1..{DEFAULT_TRIES - 1}; at most {MAX_TOKENS} tokens"
+)
+"""Part of every stored explanation's key: a change of policy is a change of text."""
+
+
+def try_params(i: int) -> SamplingParams:
+    """The i-th try (0-based): greedy first, then seeded sampling."""
+    if i == 0:
+        return SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
+    return SamplingParams(max_tokens=MAX_TOKENS, temperature=RETRY_TEMPERATURE, seed=i)
+
+
+def describe(params: SamplingParams) -> str:
+    if params.temperature == 0:
+        return "greedy"
+    return f"temperature {params.temperature}, seed {params.seed}"
+
+
+@dataclass
+class Generated:
+    """What best-of-k produced: the kept explanation (None if no try passed) and why
+    each try before it was refused."""
+
+    explanation: Explanation | None
+    tries: int
+    sampling: str
+    outcomes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    completion_tokens: int = 0
+
+    @property
+    def engine_failed(self) -> bool:
+        """No try got an answer from the engine: the inputs are not to blame."""
+        return (
+            self.explanation is None
+            and bool(self.outcomes)
+            and all(o in ENGINE_PROBLEMS or o.startswith("refused_") for o in self.outcomes)
+        )
+
+
+async def generate(
+    engine: Engine,
+    sheet: FactSheet,
+    verdict: Verdict,
+    *,
+    priority: Priority = Priority.LOW,
+    tries: int = DEFAULT_TRIES,
+) -> Generated:
+    started = time.perf_counter()
+    outcomes: list[str] = []
+    tokens = 0
+    for i in range(tries):
+        params = try_params(i)
+        run = ExplanationRun(sheet, verdict)
+        final: Explanation | None = None
+        async for item in stream_explanation(run, engine, params, priority=priority):
+            if isinstance(item, Explanation):
+                final = item
+        assert final is not None
+        tokens += final.tokens.get("completion", 0)
+        if final.source == "llm":
+            return Generated(
+                final, i + 1, describe(params), outcomes, time.perf_counter() - started, tokens
+            )
+        reason = final.fallback_reason or "?"
+        outcomes.append(reason)
+        if reason in ENGINE_PROBLEMS or reason.startswith("refused_"):
+            break
+    return Generated(None, len(outcomes), "", outcomes, time.perf_counter() - started, tokens)

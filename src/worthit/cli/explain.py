@@ -1,0 +1,109 @@
+"""`worthit explain --warm`: fill the explanation store offline, in order of demand."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from worthit.answer.answerer import Answerer
+from worthit.answer.background import ExplanationGenerator, GeneratorStats
+from worthit.answer.generation import DEFAULT_TRIES
+from worthit.cli.engine_host import run_with_engine
+from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.progress import bar, stderr
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.engine.runner import LlamaRunner
+from worthit.explain.keys import model_identity
+from worthit.explain.store import DEFAULT_CAPACITY, SqliteExplanationStore
+from worthit.market.store import MarketStore
+
+WARM_CONTEXT = 8192
+"""KV cells for the batch of explanations in flight and the shared instructions' prefix."""
+
+
+def explain_command(
+    db: DbOption = None,
+    warm: Annotated[
+        bool, typer.Option("--warm", help="Write the missing explanations (else: only count).")
+    ] = False,
+    budget_s: Annotated[
+        float | None, typer.Option("--budget-s", min=1, help="Stop after this many seconds.")
+    ] = None,
+    model: Annotated[
+        Path | None,
+        typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
+    ] = None,
+    threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
+    parallel: Annotated[
+        int, typer.Option(min=1, max=32, help="Explanations written at once (one batch).")
+    ] = 8,
+    tries: Annotated[
+        int, typer.Option(min=1, max=8, help="Tries per explanation (best-of-k).")
+    ] = DEFAULT_TRIES,
+    capacity: Annotated[
+        int, typer.Option("--explanations", min=1, help="Explanations the store keeps.")
+    ] = DEFAULT_CAPACITY,
+    as_json: JsonOption = False,
+) -> None:
+    """How much of the market's expected demand the explanation store covers; with
+    --warm, have the model write what is missing, most-asked-for first."""
+    path = db_path(db, create=False)
+    if not path.exists():
+        stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
+        raise typer.Exit(2)
+    store = MarketStore(path)
+    model_path = resolve_model_path(model)
+    engine = None
+    if warm:
+        config = EngineConfig(context_size=WARM_CONTEXT, n_threads=threads)
+        engine = Engine(LlamaRunner(model_path, config), config)
+    explanations = SqliteExplanationStore(path, capacity)
+    answerer = Answerer(store, engine, explanations=explanations, model=model_identity(model_path))
+    generator = ExplanationGenerator(answerer, parallel=parallel, tries=tries, method="warm")
+    started = time.monotonic()
+
+    async def fill() -> GeneratorStats:
+        if not warm:
+            return await generator.run(write=False)
+        with bar("explanations (‰ of demand covered)", 1000) as update:
+            return await generator.run(
+                budget_s=budget_s,
+                until_covered=True,
+                progress=lambda stats: update(round(stats.coverage * 1000)),
+            )
+
+    stats = run_with_engine(engine, fill)
+    explanations.close()
+    summary = {
+        "explanations": len(explanations),
+        "pairs": stats.pairs,
+        "covered_pairs": stats.covered_pairs,
+        "demand_covered": round(stats.coverage, 4),
+        "written": stats.kept,
+        "failed": stats.failed,
+        "tries": dict(sorted(stats.tries.items())),
+        "seconds": round(time.monotonic() - started, 1),
+        "per_second": round(stats.per_second, 3),
+    }
+    if as_json:
+        print(json.dumps(summary))
+        return
+    print(
+        f"{summary['covered_pairs']} of {summary['pairs']} (product, language) pairs explained, "
+        f"covering {100 * stats.coverage:.1f}% of last week's demand; "
+        f"{len(explanations)} explanations stored"
+    )
+    if warm:
+        tried = ", ".join(
+            f"{k} tr{'y' if k == 1 else 'ies'}: {n}" for k, n in sorted(stats.tries.items())
+        )
+        print(
+            f"this run: {stats.kept} written, {stats.failed} failed every try, "
+            f"{summary['per_second']}/s over {summary['seconds']} s ({tried or 'none written'})"
+        )

@@ -1,0 +1,137 @@
+"""The explanation store and its keys: what makes two explanations the same one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worthit.decide.verdict import VerdictKind
+from worthit.explain.inputs import ExplanationInputs
+from worthit.explain.keys import explanation_key, model_identity
+from worthit.explain.store import SqliteExplanationStore, StoredExplanation
+from worthit.market.store import MarketStore
+
+from factories import make_reason, make_verdict
+
+POLICY = "best-of-4"
+
+
+def entry(
+    key: str, text: str | None = "Better to wait because a sale is near."
+) -> StoredExplanation:
+    return StoredExplanation(
+        key=key,
+        text=text,
+        model="m@1",
+        sku="S2",
+        language="en",
+        verdict="WAIT",
+        generated_at_ms=1_000,
+        method="background",
+        tries=2,
+        sampling="temperature 0.7, seed 1",
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        self.ms += 1
+        return self.ms
+
+
+def inputs(**overrides: object) -> ExplanationInputs:
+    verdict = make_verdict(**overrides)
+    return ExplanationInputs.of("Lumina 55U8 4K Smart TV", verdict)
+
+
+def test_the_same_inputs_give_the_same_key_and_any_change_a_new_one() -> None:
+    base = explanation_key("m@1", inputs(), POLICY)
+    assert explanation_key("m@1", inputs(), POLICY) == base
+    assert explanation_key("m@2", inputs(), POLICY) != base  # another model file
+    assert explanation_key("m@1", inputs(), "greedy") != base  # another sampling policy
+    assert explanation_key("m@1", inputs(kind=VerdictKind.BUY), POLICY) != base
+    assert explanation_key("m@1", inputs(language="zh"), POLICY) != base
+    moved = inputs(reasons=(make_reason(text="A sale at 249.00 USD starts in 6.5 days."),))
+    assert explanation_key("m@1", moved, POLICY) != base
+
+
+def test_the_model_identity_is_the_files_content_not_its_name(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf", tmp_path / "c" / "m.gguf"
+    for path, filler in ((a, b"x"), (b, b"x"), (c, b"y")):
+        path.parent.mkdir()
+        path.write_bytes(b"GGUF" + filler * 100)
+    assert model_identity(a) == model_identity(b) != model_identity(c)
+    assert model_identity(a).startswith("m.gguf@")
+
+
+def test_the_store_keeps_entries_across_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SqliteExplanationStore(path)
+    store.put(entry("k1"))
+    store.put(entry("k2", text=None))
+    store.close()
+    again = SqliteExplanationStore(path)
+    assert len(again) == 2
+    kept = again.get("k1")
+    assert kept is not None and kept.text == entry("k1").text and kept.tries == 2
+    failed = again.get("k2")
+    assert failed is not None and failed.failed
+    assert again.get("nope") is None
+
+
+def test_the_store_is_bounded_least_recently_used_out_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteExplanationStore(tmp_path / "m.db", capacity=3, clock=clock)
+    for key in ("a", "b", "c"):
+        store.put(entry(key))
+    assert store.get("a") is not None  # a is used again: b is now the oldest
+    store.flush()
+    store.put(entry("d"))
+    assert len(store) == 3
+    store.close()
+    reopened = SqliteExplanationStore(tmp_path / "m.db", capacity=3)
+    assert {k for k in "abcd" if reopened.get(k) is not None} == {"a", "c", "d"}
+
+
+def test_replacing_an_entry_keeps_the_count(tmp_path: Path) -> None:
+    store = SqliteExplanationStore(tmp_path / "m.db")
+    store.put(entry("a", text=None))
+    store.put(entry("a"))
+    assert len(store) == 1 and store.get("a") == store.get("a")
+    got = store.get("a")
+    assert got is not None and not got.failed
+
+
+def test_the_store_shares_the_market_file_without_touching_its_schema(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    MarketStore(path).close()
+    before = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    SqliteExplanationStore(path).put(entry("a"))
+    market = MarketStore(path)  # the market still opens: its schema is untouched
+    assert market.count_products() == 0
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == before
+
+
+def test_capacity_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        SqliteExplanationStore(tmp_path / "m.db", capacity=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40), st.integers(1, 5))
+def test_the_bound_holds_whatever_the_order_of_puts(
+    tmp_path_factory: pytest.TempPathFactory, keys: list[str], capacity: int
+) -> None:
+    store = SqliteExplanationStore(tmp_path_factory.mktemp("s") / "m.db", capacity=capacity)
+    for key in keys:
+        store.put(entry(key))
+        assert len(store) <= capacity
+    assert store.get(keys[-1]) is not None  # the newest is never the one evicted
+    store.close()

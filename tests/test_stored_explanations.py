@@ -1,0 +1,179 @@
+"""Explanations as stored fragments: served at once when they still hold, written live or
+in the background when they are missing (the answer flow over a scripted engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripted_engine import ScriptedEngine
+from worthit.answer.answerer import Answerer
+from worthit.answer.background import ExplanationGenerator
+from worthit.answer.events import Finished
+from worthit.answer.payload import answer_payload
+from worthit.explain.explainer import ExplanationRun
+from worthit.explain.store import SqliteExplanationStore, StoredExplanation
+from worthit.market.store import MarketStore
+
+from conftest import market_clock
+
+GOOD = (
+    " it is",
+    " at its all-time low and well rated.",
+)
+"""Passes the guard and the wording checks for S1 (BUY) and the other BUY products."""
+BAD = (" it costs $1.",)
+"""An invented price: the guard refuses it."""
+
+
+@pytest.fixture
+def market(small_market: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "m.db"
+    shutil.copy(small_market, path)
+    return path
+
+
+def answerer_over(market: Path, engine: Any, model: str = "m@1") -> Answerer:
+    return Answerer(
+        MarketStore(market),
+        engine,
+        clock=market_clock(),
+        explanations=SqliteExplanationStore(market),
+        model=model,
+    )
+
+
+def ask(answerer: Answerer, question: str, **kw: Any) -> dict[str, Any]:
+    async def run() -> Finished:
+        finished = None
+        async for event in answerer.ask(question, **kw):
+            if isinstance(event, Finished):
+                finished = event
+        assert finished is not None
+        return finished
+
+    return answer_payload(asyncio.run(run()))
+
+
+def test_a_live_explanation_is_stored_and_served_to_the_next_asker_at_once(market: Path) -> None:
+    engine = ScriptedEngine(GOOD)
+    answerer = answerer_over(market, engine)
+    first = ask(answerer, "Is the Aurora NC700 worth buying?")
+    assert (first["explanation_source"], first["cached"]) == ("llm", False)
+    again = ask(answerer, "Should I get the NC700 headphones now?")  # other words, same inputs
+    assert (again["explanation_source"], again["cached"]) == ("llm", True)
+    assert again["explanation"] == first["explanation"]
+    assert again["generated_at"] and again["finish_reason"] == "stop"
+    assert len(engine.calls) == 1, "the second asker must not wait for the model"
+
+
+def test_the_store_survives_a_restart(market: Path) -> None:
+    ask(answerer_over(market, ScriptedEngine(GOOD)), "Is the Aurora NC700 worth buying?")
+    fresh = ScriptedEngine(BAD)
+    answer = ask(answerer_over(market, fresh), "Is the Aurora NC700 worth buying?")
+    assert answer["cached"] is True and not fresh.calls
+
+
+def test_text_written_by_another_model_file_is_not_served(market: Path) -> None:
+    ask(answerer_over(market, ScriptedEngine(GOOD), model="m@1"), "Aurora NC700 worth it?")
+    other = ScriptedEngine(GOOD)
+    answer = ask(answerer_over(market, other, model="m@2"), "Aurora NC700 worth it?")
+    assert answer["cached"] is False and len(other.calls) == 1
+
+
+def test_a_stored_text_whose_numbers_stopped_holding_is_not_served(market: Path) -> None:
+    """Stored under the current inputs' key, but citing a rating the facts no longer hold
+    (as after new reviews that move no reason): the guard refuses it at serve time."""
+    reader = answerer_over(market, ScriptedEngine(BAD))
+    decision = reader.decider.decide("worth it?", sku="S1")
+    assert decision.sheet is not None and decision.verdict is not None
+    stale = ExplanationRun(decision.sheet, decision.verdict)
+    assert decision.sheet.rating.bayesian != 4.97
+    reader.explanations.put(  # type: ignore[union-attr]
+        StoredExplanation(
+            key=reader.key(stale.inputs),
+            text=f"{stale.prefix} its buyers rate it 4.97/5.",
+            model="m@1",
+            sku="S1",
+            language="en",
+            verdict="BUY",
+            generated_at_ms=1,
+            method="background",
+            tries=1,
+            sampling="greedy",
+        )
+    )
+    answer = ask(reader, "Aurora NC700 worth it?")
+    assert (answer["explanation_source"], answer["fallback_reason"]) == (
+        "template",
+        "stale_ungrounded",
+    )
+    assert "4.97" not in answer["explanation"]
+    assert reader.wanted.pop() == ("S1", "en"), "the stale text is queued for regeneration"
+    assert not reader.engine.calls  # type: ignore[union-attr]
+
+
+def test_a_miss_the_engine_refuses_gets_the_template_and_queues_the_inputs(market: Path) -> None:
+    answerer = answerer_over(market, ScriptedEngine(GOOD, refuse=True))
+    answer = ask(answerer, "Is the Aurora NC700 worth buying?", deadline_s=0.8)
+    assert (answer["explanation_source"], answer["fallback_reason"]) == (
+        "template",
+        "refused_deadline",
+    )
+    assert answerer.wanted.pop() == ("S1", "en")
+
+
+def test_the_generator_writes_the_most_demanded_pairs_first_with_best_of_k(
+    market: Path,
+) -> None:
+    engine = ScriptedEngine(BAD, GOOD, cycle=True)  # every first try fails, the second passes
+    answerer = answerer_over(market, engine)
+    stats = asyncio.run(ExplanationGenerator(answerer, parallel=1, tries=2).run(budget_s=3))
+    assert stats.kept >= 1 and stats.tries[2] == stats.kept and not stats.tries[1]
+    greedy, sampled = (call["params"] for call in engine.calls[:2])
+    assert greedy.temperature == 0 and sampled.temperature > 0 and sampled.seed == 1
+    best = answerer.decider.rankings.top(None, "sales", 7, 1)[0]
+    assert best.title in engine.calls[0]["messages"][1]["content"]  # most demanded first
+    assert engine.calls[0]["messages"][0]["content"].startswith("You are")  # in English first
+    served = answerer_over(market, ScriptedEngine(BAD))
+    answer = ask(served, "Is it worth it?", sku=best.sku, language="en")
+    assert (answer["explanation_source"], answer["cached"]) == ("llm", True)
+
+
+def test_inputs_no_try_can_explain_are_stored_as_failed_and_not_retried_at_once(
+    market: Path,
+) -> None:
+    engine = ScriptedEngine(BAD)
+    answerer = answerer_over(market, engine)
+    answerer.wanted.add("S1", "en")
+    asyncio.run(ExplanationGenerator(answerer, parallel=1, tries=3).run(budget_s=1))
+    tries_for_s1 = [
+        c for c in engine.calls if c["messages"][1]["content"].startswith("Product: Aurora NC700")
+    ]
+    assert len(tries_for_s1) == 3, "best-of-3, and then no more tries"
+    answer = ask(answerer_over(market, ScriptedEngine(GOOD)), "Is the Aurora NC700 worth it?")
+    assert (answer["explanation_source"], answer["fallback_reason"]) == (
+        "template",
+        "model_failed_checks",
+    )
+
+
+def test_what_a_shopper_missed_is_written_first(market: Path) -> None:
+    engine = ScriptedEngine(GOOD)
+    answerer = answerer_over(market, engine)
+    answerer.wanted.add("S4", "zh")
+    asyncio.run(ExplanationGenerator(answerer, parallel=1).run(budget_s=1))
+    assert engine.calls[0]["messages"][1]["content"].startswith("商品：Orbitek Pulse 2")
+
+
+def test_a_pass_measures_the_demand_the_store_covers(market: Path) -> None:
+    answerer = answerer_over(market, None)
+    empty = asyncio.run(ExplanationGenerator(answerer).run(write=False))
+    assert empty.pairs == 2 * 60 and empty.coverage == 0.0
+    ask(answerer_over(market, ScriptedEngine(GOOD)), "Is the Aurora NC700 worth buying?")
+    some = asyncio.run(ExplanationGenerator(answerer_over(market, None)).run(write=False))
+    assert some.covered_pairs == 1 and 0 < some.coverage < 1
