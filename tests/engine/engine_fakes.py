@@ -44,6 +44,13 @@ class FakeRunner:
         self.eog_every = eog_every
         self.steps: list[list[tuple[int, int, int, bool]]] = []
         """Per step: (seq_id, start, n_tokens, sample) of each chunk."""
+        self.step_requests: list[list[str]] = []
+        """Per step: the request id of each chunk."""
+        self.threads = 0
+        """What set_threads last set (0: never called)."""
+        self.step_threads: list[int] = []
+        """Per step: the thread count it ran with."""
+        self.thread_changes = 0
         self.samplers_alive = 0
         self.closed = False
 
@@ -76,12 +83,19 @@ class FakeRunner:
         if not cells:
             self.kv.pop(seq_id, None)
 
+    def set_threads(self, n_threads: int) -> None:
+        if n_threads != self.threads:
+            self.thread_changes += 1
+        self.threads = n_threads
+
     def used_cells(self) -> int:
         return len({cell for cells in self.kv.values() for cell in cells})
 
     def step(self, chunks: Sequence[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         out: dict[int, int] = {}
         self.steps.append([(c.seq_id, c.start, len(c.tokens), c.sample) for c in chunks])
+        self.step_requests.append([c.seq.request_id if c.seq else "" for c in chunks])
+        self.step_threads.append(self.threads)
         seen: set[int] = set()
         for chunk in chunks:
             assert chunk.seq_id not in seen, "sequence twice in one batch"
@@ -132,23 +146,34 @@ def reference_output(prompt: Sequence[int], n: int, eog_every: int | None = None
 
 
 class ScriptedRunner(FakeRunner):
-    """Generates a fixed text after any prompt (to steer sentence ends)."""
+    """Generates a fixed text after any prompt (to steer sentence ends), then EOG; or,
+    with ``scripts``, the text of the first key the prompt contains."""
 
-    def __init__(self, script: str, n_ctx: int = 4096) -> None:
+    def __init__(
+        self, script: str = "", n_ctx: int = 4096, scripts: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(n_ctx=n_ctx)
         self.script = [ord(c) + 1 for c in script]
+        self.scripts = {key: [ord(c) + 1 for c in text] for key, text in (scripts or {}).items()}
         self.prompt_len: dict[int, int] = {}
+        self.script_of: dict[int, list[int]] = {}
+        self._owner: dict[int, object] = {}
 
     def step(self, chunks: Sequence[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         for chunk in chunks:
-            if chunk.start == 0 or chunk.seq_id not in self.prompt_len:
+            if self._owner.get(chunk.seq_id) is not chunk.seq:
+                self._owner[chunk.seq_id] = chunk.seq
                 self.prompt_len[chunk.seq_id] = len(chunk.seq.prompt_tokens)
+                prompt = "".join(chr(t - 1) for t in chunk.seq.prompt_tokens)
+                keys = [key for key in self.scripts if key in prompt]
+                self.script_of[chunk.seq_id] = self.scripts[keys[0]] if keys else self.script
         return super().step(chunks, samplers)
 
     def _next(self, cells: list[int]) -> int:
         seq_id = next(s for s, c in self.kv.items() if c is cells)
         i = len(cells) - self.prompt_len[seq_id]
-        return self.script[i] if i < len(self.script) else EOG
+        script = self.script_of[seq_id]
+        return script[i] if i < len(script) else EOG
 
 
 class GatedRunner(FakeRunner):

@@ -21,6 +21,7 @@ class Harness:
         per_token_s: float = 0.001,
         freeze: bool = True,
         timed: bool = False,
+        background_model: StepTimeModel | None = None,
     ) -> None:
         self.config = config
         self.runner = runner or FakeRunner(n_ctx=config.context_size)
@@ -30,7 +31,9 @@ class Harness:
         self.model = StepTimeModel(overhead_s=overhead_s, per_token_s=per_token_s)
         if freeze:  # keep the step-time model at its prior, so budgets are exact
             self.model.observe = lambda *args, **kwargs: None  # type: ignore[method-assign]
-        self.scheduler = Scheduler(config, self.blocks, self.model, self.runner.is_eog)
+        self.scheduler = Scheduler(
+            config, self.blocks, self.model, self.runner.is_eog, background_model=background_model
+        )
         self.step_s = overhead_s
         self.timed = timed
         """Advance the clock by the model's predicted cost of each step's tokens (with a

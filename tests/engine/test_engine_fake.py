@@ -192,7 +192,7 @@ def test_random_traffic_leaves_nothing_behind(requests):
                         r["prefix"] + r["tail"],
                         params=SamplingParams(max_tokens=r["max_tokens"]),
                         priority=r["priority"],
-                        deadline_s=r["deadline"],
+                        deadline_s=None if r["priority"].is_background else r["deadline"],
                         request_id=f"r{i}",
                     )
                 except AdmissionRefusedError:

@@ -186,10 +186,11 @@ def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llam
 
 
 def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path):
-    """Random lengths, classes, deadlines and aborts on the real context; afterwards
-    every llama.cpp sequence id is empty except the cached prefixes, and those go too
-    when the cache is cleared."""
-    cfg = config(context_size=512, max_sequences=6, max_cached_prefixes=4, min_prefill_chunk=32)
+    """Random lengths, classes (background included, on its own thread count), deadlines
+    and aborts on the real context; afterwards every llama.cpp sequence id is empty
+    except the cached prefixes, and those go too when the cache is cleared."""
+    cfg = config(context_size=512, max_sequences=6, max_cached_prefixes=4, min_prefill_chunk=32,
+                 n_threads=2, background_threads=1)  # fmt: skip
     engine = Engine.from_gguf(model_path, cfg)
     rnd = random.Random(7)
 
@@ -197,12 +198,14 @@ def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path):
         streams = []
         for i in range(30):
             question = rnd.choice(QUESTIONS) + " " + "please " * rnd.randint(0, 30)
+            priority = rnd.choice(list(Priority))
+            deadline_s = rnd.choice([None, None, 0.05, 0.5, 3.0])
             try:
                 stream = engine.submit(
                     chat(question) if rnd.random() < 0.7 else question,
                     params=SamplingParams(max_tokens=rnd.randint(1, 4)),
-                    priority=rnd.choice(list(Priority)),
-                    deadline_s=rnd.choice([None, None, 0.05, 0.5, 3.0]),
+                    priority=priority,
+                    deadline_s=None if priority.is_background else deadline_s,
                     request_id=f"r{i}",
                 )
             except AdmissionRefusedError:

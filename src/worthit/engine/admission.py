@@ -5,13 +5,13 @@ flow sends its template text) instead of learning late that the deadline was mis
 The estimate is the one the scheduler expires waiting requests with (budget.py), made
 from the budget the scheduler last published plus the backlog: prompts submitted and
 admitted but not yet picked up by the engine thread, which the published queue cannot
-know about yet.
+know about yet. Background requests are never refused for time, only when their own
+queue is full, and they count in neither the live queue limit nor the live backlog.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from worthit.engine.budget import Estimator, PublishedBudget
 from worthit.engine.config import EngineConfig
@@ -27,29 +27,34 @@ class Admission:
         config: EngineConfig,
         model: StepTimeModel,
         published: PublishedBudget,
-        inbox_size: Callable[[], int],
         metrics: EngineMetrics,
     ) -> None:
         self.config = config
         self._estimator = Estimator(config, model)
         self._published = published
-        self._inbox_size = inbox_size
-        """Requests handed to the engine thread and not yet taken in by it."""
         self._metrics = metrics
         self._lock = threading.Lock()
         self._backlog = [0, 0, 0]
-        """Uncached prompt tokens per class, admitted but not yet picked up."""
+        """Uncached prompt tokens per live class, admitted but not yet picked up."""
+        self._in_transit = [0, 0]
+        """Live and background requests admitted but not yet picked up."""
 
     def admit(self, seq: Sequence, now: float) -> None:
-        """Raise AdmissionRefusedError when the queue is full or seq's deadline cannot
-        be met; otherwise count seq's prompt into the backlog until ``picked_up``."""
+        """Raise AdmissionRefusedError when seq's queue is full or its deadline cannot
+        be met; otherwise count it (and a live prompt into the backlog) until
+        ``picked_up``."""
         budget = self._published.read()
-        if budget.waiting + self._inbox_size() >= self.config.max_waiting:
-            self._metrics.refusals.labels("queue_full").inc()
-            raise AdmissionRefusedError(seq.request_id, "queue_full")
+        kind = int(seq.is_background)
+        if kind:
+            waiting, limit = budget.background_waiting, self.config.max_background_waiting
+        else:
+            waiting, limit = budget.waiting, self.config.max_waiting
         uncached = len(seq.prompt_tokens) - seq.cached_hint
         with self._lock:
-            if seq.deadline is not None:
+            if waiting + self._in_transit[kind] >= limit:
+                self._metrics.refusals.labels("queue_full").inc()
+                raise AdmissionRefusedError(seq.request_id, "queue_full")
+            if not kind and seq.deadline is not None:
                 ahead = sum(self._backlog[: seq.priority.value + 1])
                 needed = self._estimator.needed_s(
                     budget, seq.required_tokens, uncached + ahead, seq.priority
@@ -59,12 +64,17 @@ class Admission:
                     raise AdmissionRefusedError(
                         seq.request_id, "deadline", needed, seq.deadline - now
                     )
-            self._backlog[seq.priority.value] += uncached
+            self._in_transit[kind] += 1
+            if not kind:
+                self._backlog[seq.priority.value] += uncached
 
     def picked_up(self, seq: Sequence) -> None:
         """The engine thread took seq in: the scheduler's next plan counts it."""
+        kind = int(seq.is_background)
         with self._lock:
-            self._backlog[seq.priority.value] -= len(seq.prompt_tokens) - seq.cached_hint
+            self._in_transit[kind] -= 1
+            if not kind:
+                self._backlog[seq.priority.value] -= len(seq.prompt_tokens) - seq.cached_hint
 
     @property
     def backlog(self) -> tuple[int, int, int]:

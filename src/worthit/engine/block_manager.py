@@ -13,7 +13,9 @@ when its last tag is removed. This module mirrors those tags in blocks of
   preemption count;
 * when a request ends, its indexed prefix stays in the KV under its sequence id,
   which becomes a *cached prefix*; cached prefixes are evicted least recently used
-  first when KV blocks or sequence ids run out.
+  first when KV blocks or sequence ids run out. What background work leaves is filed
+  as least recently used and marked, until a request reuses it, so that live work can
+  evict those alone before it preempts paused background sequences for KV.
 
 Invariant: a sequence that holds block k holds blocks 0..k-1 of the same chain, since
 llama.cpp positions of a sequence always run from 0.
@@ -66,7 +68,9 @@ class BlockManager:
         self._kv = kv
         self.tables: dict[int, list[Block]] = {}
         self._free_ids: list[int] = list(range(num_seq_ids - 1, -1, -1))
-        self._cached: OrderedDict[int, None] = OrderedDict()
+        self._cached: OrderedDict[int, bool] = OrderedDict()
+        """Cached prefixes, least recently used first: seq_id -> left by background work
+        and not reused since."""
         self._by_hash: dict[int, Block] = {}
         self.used_blocks = 0
         self.queried_tokens = 0
@@ -135,19 +139,21 @@ class BlockManager:
             for block in blocks:
                 self._hold(block, seq_id)
             if source in self._cached:
+                self._cached[source] = False
                 self._cached.move_to_end(source)
             self.hit_tokens += len(blocks) * self.block_size
         self.tables[seq_id] = list(blocks)
         return seq_id, len(blocks) * self.block_size
 
-    def reserve(self, seq_id: int, n_tokens: int) -> bool:
+    def reserve(self, seq_id: int, n_tokens: int, evict_live: bool = True) -> bool:
         """Grow seq_id's blocks to cover n_tokens positions, evicting cached prefixes if
-        needed. False when the KV cannot hold them (the caller preempts or waits)."""
+        needed (with evict_live False, only those background work left). False when the
+        KV cannot hold them (the caller preempts or waits)."""
         table = self.tables[seq_id]
         need = -(-n_tokens // self.block_size) - len(table)
         if need <= 0:
             return True
-        if not self._make_room(need):
+        if not self._make_room(need, evict_live):
             return False
         for _ in range(need):
             block = Block(index=len(table))
@@ -172,10 +178,11 @@ class BlockManager:
             if parent is None or self._is_indexed(parent):
                 self._by_hash.setdefault(block.hash, block)
 
-    def release(self, seq_id: int, keep_tokens: int = 0) -> None:
+    def release(self, seq_id: int, keep_tokens: int = 0, recent: bool = True) -> None:
         """End seq_id's hold. With keep_tokens, its indexed full blocks among the first
         keep_tokens stay in the KV as a cached prefix, unless another sequence already
-        holds them all."""
+        holds them all. recent=False files the prefix as the least recently used, first
+        to go (background work's: it must not push out what live requests left)."""
         table = self.tables[seq_id]
         keep = 0
         limit = min(keep_tokens // self.block_size, len(table))
@@ -192,8 +199,8 @@ class BlockManager:
             self._free_ids.append(seq_id)
             return
         del table[keep:]
-        self._cached[seq_id] = None
-        self._cached.move_to_end(seq_id)
+        self._cached[seq_id] = not recent
+        self._cached.move_to_end(seq_id, last=recent)
         for block in table[:-1]:
             for other in list(block.holders):
                 if other in self._cached and self.tables[other][-1] is block:
@@ -218,9 +225,12 @@ class BlockManager:
             self.release(next(iter(self._cached)))
         return self._free_ids.pop() if self._free_ids else None
 
-    def _make_room(self, need: int) -> bool:
-        while self.free_blocks < need and self._cached:
-            self.release(next(iter(self._cached)))
+    def _make_room(self, need: int, evict_live: bool = True) -> bool:
+        while self.free_blocks < need:
+            victim = next((s for s, bg in self._cached.items() if bg or evict_live), None)
+            if victim is None:
+                break
+            self.release(victim)
         return self.free_blocks >= need
 
     def _hold(self, block: Block, seq_id: int) -> None:

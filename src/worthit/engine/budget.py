@@ -1,6 +1,9 @@
 """A step's time budget, the queue it leaves, and the time estimates made from them.
 
 The scheduler computes a ``StepBudget`` for every step and hands it on in the plan.
+Its counts and queue are live work only: background work pauses whenever live work
+arrives, so it neither slows nor delays a live request (beyond the one short step that
+may be running when it arrives).
 Admission runs in the callers' threads, so it never reads the scheduler's lists: it
 reads the last budget the scheduler published, an immutable value swapped under a
 lock (``PublishedBudget``), and estimates from it with the same ``Estimator`` the
@@ -29,11 +32,16 @@ class StepBudget:
     deadline_s: float = math.inf
     """The step time every running deadline can still afford (infinite if none)."""
     queued_prefill: tuple[int, int, int] = (0, 0, 0)
-    """Prefill tokens pending per class (high, medium, low)."""
+    """Prefill tokens pending per live class (high, medium, low); background work is
+    never counted: it pauses when live work arrives."""
     running: int = 0
+    """Live requests holding KV (the counts below are live too, unless named)."""
     decoding: int = 0
     """Running sequences with one pending token: the streams a step must not stall."""
     waiting: int = 0
+    background_running: int = 0
+    """Background requests holding KV: generating in live-free steps, paused otherwise."""
+    background_waiting: int = 0
 
 
 class PublishedBudget:

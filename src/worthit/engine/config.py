@@ -73,7 +73,27 @@ class EngineConfig:
     max_waiting: int = 256
     """Queue length beyond which new requests are refused instead of queued."""
 
+    max_background_waiting: int = 64
+    """Background requests waiting (not holding KV) beyond which new ones are refused
+    with "queue_full". Their own limit: background never counts against max_waiting
+    of live requests."""
+
+    max_background_step_s: float = 0.03
+    """Longest step that carries background work, by the background step-time model: a
+    live request that arrives meanwhile waits at most about this long for the engine
+    thread (a background step is never shared with live work)."""
+
+    expected_length_quantile: float = 0.9
+    """Quantile of recent answers' lengths that the ``complete`` deadline policy prices
+    (at most max_tokens); a request that runs longer stops at a sentence end."""
+
     n_threads: int = 2
+    """llama.cpp threads for every step that carries live work."""
+
+    background_threads: int = 1
+    """llama.cpp threads for steps that carry only background work: on a 2-core machine
+    the HTTP thread keeps a core while the engine generates ahead of demand."""
+
     flash_attn: bool = True
     """llama.cpp's CPU flash-attention kernel skips KV cells masked out for a token, so
     with a unified KV full of other sequences' prompts a step attends only to its own
@@ -104,6 +124,12 @@ class EngineConfig:
             raise ValueError("tpot_target_s must be positive")
         if not 0 < self.deadline_margin <= 1:
             raise ValueError("deadline_margin must be in (0, 1]")
+        if self.n_threads < 1 or self.background_threads < 1:
+            raise ValueError("n_threads and background_threads must be positive")
+        if self.max_background_step_s <= 0 or self.max_background_waiting < 0:
+            raise ValueError("max_background_step_s must be positive, its queue not negative")
+        if not 0 < self.expected_length_quantile < 1:
+            raise ValueError("expected_length_quantile must be in (0, 1)")
 
     @property
     def num_blocks(self) -> int:

@@ -10,7 +10,9 @@ inbox holds, then steps:
 
 llama_decode releases the GIL, so the event loops keep serving HTTP while the model
 computes. When there is nothing to do the thread sleeps until woken, and after a quiet
-``IDLE_PROBE_S`` re-measures a stale step-time model (calibration.py).
+``IDLE_PROBE_S`` re-measures a stale step-time model (calibration.py). Background
+requests fill the steps no live request needs, on ``background_threads`` threads, so
+the HTTP thread keeps a core.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError
 from worthit.engine.latency import StepTimeModel
+from worthit.engine.lengths import CompletionLengths
 from worthit.engine.metrics import EngineMetrics
 from worthit.engine.records import RequestRecord, deltas, note_step
 from worthit.engine.runner import LlamaRunner, Runner
@@ -44,7 +47,7 @@ from worthit.engine.sequence import (
     FinishReason,
     Priority,
     SamplingParams,
-    background_sequence,
+    internal_sequence,
 )
 from worthit.engine.sequence import Sequence as Seq
 from worthit.engine.streams import Completion, Delta, RequestStream, send
@@ -64,7 +67,9 @@ class EngineStatus:
 
     model_id: str
     running: int
+    """Live requests holding KV."""
     waiting: int
+    """Live requests queued for KV."""
     kv_usage: float
     """KV blocks in use / KV blocks."""
     cached_prefixes: int
@@ -72,6 +77,10 @@ class EngineStatus:
     preemptions: int
     prefix_queried_tokens: int
     prefix_hit_tokens: int
+    background_running: int
+    """Background requests holding KV: generating while no live work runs, else paused."""
+    background_waiting: int
+    """Background requests queued (at most max_background_waiting admitted)."""
 
 
 @dataclass
@@ -107,16 +116,28 @@ class Engine:
         )
         self.blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
         self.step_model = StepTimeModel()
+        self.background_step_model = (
+            self.step_model if config.background_threads == config.n_threads else StepTimeModel()
+        )
+        """Times steps on background_threads: another thread count is another speed."""
         published = PublishedBudget(StepBudget(config.tpot_target_s))
-        self.scheduler = Scheduler(config, self.blocks, self.step_model, runner.is_eog, published)
+        self.scheduler = Scheduler(
+            config, self.blocks, self.step_model, runner.is_eog, published,
+            background_model=self.background_step_model,
+        )  # fmt: skip
         self._inbox: SimpleQueue[_Submit | _Abort | _Call] = SimpleQueue()
         self._wake = threading.Event()
-        inbox_size = self._inbox.qsize
-        self.admission = Admission(config, self.step_model, published, inbox_size, self.metrics)
-        self.warmer = PrefixWarmer(config, published, inbox_size, self._queue_warming)
-        self.calibration = Calibration(config, runner, self.step_model, self.blocks)
+        self.admission = Admission(config, self.step_model, published, self.metrics)
+        self.warmer = PrefixWarmer(config, published, self._inbox.qsize, self._queue_warming)
+        self.calibration = Calibration(
+            config, runner, self.step_model, self.blocks, self.background_step_model
+        )
+        self.lengths = CompletionLengths(config.expected_length_quantile)
+        """Recent live answers' lengths: what the complete policy prices."""
         self._requests: dict[str, RequestRecord] = {}
         """Every request the engine thread has taken in and not yet finished."""
+        self._live_seen = time.monotonic()
+        """When the engine thread last had live work (the re-probe waits for a gap)."""
         self._closing = False
         self._thread: threading.Thread | None = None
 
@@ -200,17 +221,21 @@ class Engine:
         with the GGUF's template, then ``answer_prefix`` appended as the start of the
         assistant's answer). ``deadline_s`` is relative to now; without it the config's
         default deadline applies, and ``deadline_policy`` says what it promises.
+        ``Priority.BACKGROUND`` is work nobody waits for: no deadline (giving one is a
+        ValueError), its own queue, tokens only when no live request needs the engine.
         Raises AdmissionRefusedError when the deadline cannot be met or the queue is
         full, PromptTooLongError when the prompt cannot fit.
         """
         if self._closing:
             raise EngineClosedError("engine is closed")
+        if priority.is_background and deadline_s is not None:
+            raise ValueError("background requests carry no deadline")
         loop = asyncio.get_running_loop()
         params = params or SamplingParams()
         request_id = request_id or uuid.uuid4().hex
         now = time.monotonic()
         tokens, dropped = self.prompts.tokens(prompt, messages, params.max_tokens, answer_prefix)
-        if deadline_s is None:
+        if deadline_s is None and not priority.is_background:
             deadline_s = self.config.default_deadline_s
         seq = Seq(
             request_id=request_id,
@@ -221,7 +246,7 @@ class Engine:
             arrival=now,
             detokenizer=Detokenizer(self.runner.piece, params.stop),
             required_tokens=deadline_policy.required_tokens(
-                params.max_tokens, self.config.min_output_tokens
+                params.max_tokens, self.config.min_output_tokens, self.lengths.expected()
             ),
             cached_hint=self.blocks.cached_prefix_len(tokens),
         )
@@ -281,6 +306,8 @@ class Engine:
             model_id=self.model_id,
             running=len(self.scheduler.running),
             waiting=len(self.scheduler.waiting),
+            background_running=len(self.scheduler.background_running),
+            background_waiting=len(self.scheduler.background_waiting),
             kv_usage=self.blocks.usage,
             cached_prefixes=self.blocks.cached_prefixes,
             batch_window=self.scheduler.window.size,
@@ -293,7 +320,7 @@ class Engine:
         return self.prompts.count(messages, answer_prefix)
 
     def _queue_warming(self, request_id: str, tokens: list[int]) -> None:
-        seq = background_sequence(request_id, tokens, Detokenizer(self.runner.piece))
+        seq = internal_sequence(request_id, tokens, Detokenizer(self.runner.piece))
         sampler = self.runner.new_sampler(seq.params, self.config.seed)
         self._send(_Submit(RequestRecord(seq, sampler)))
 
@@ -309,7 +336,9 @@ class Engine:
                 self._take_inbox()
                 if not self.scheduler.has_work():
                     self._idle()
-                elif not self._step():
+                    continue
+                self._probe_between_background_steps()
+                if not self._step():
                     self._wait(STALLED_WAIT_S)
         except Exception:
             log.exception("engine thread failed; failing every request")
@@ -334,6 +363,8 @@ class Engine:
             return {}, 0.0
         records = self._requests
         samplers = {c.seq_id: records[c.seq.request_id].sampler for c in plan.chunks if c.sample}
+        config = self.config
+        self.runner.set_threads(config.background_threads if plan.background else config.n_threads)
         started = time.monotonic()
         t0 = time.perf_counter()
         sampled = self.runner.step(plan.chunks, samplers)
@@ -351,6 +382,9 @@ class Engine:
             if record is not None:
                 self.runner.free_sampler(record.sampler)
                 self.warmer.finished(seq.request_id)
+                if record.stream is not None and not seq.is_background:
+                    assert seq.finish_reason is not None
+                    self.lengths.observe(len(seq.output_tokens), seq.finish_reason)
         self.metrics.record_load(self.status())
 
     def _take_inbox(self) -> None:
@@ -377,6 +411,17 @@ class Engine:
         if not self._wake.wait(IDLE_PROBE_S):
             self.calibration.reprobe_if_stale()
         self._wake.clear()
+        self._live_seen = time.monotonic()
+
+    def _probe_between_background_steps(self) -> None:
+        """Background work keeps the engine from idling: re-measure a stale step-time
+        model once live work has been quiet for IDLE_PROBE_S, as an idle engine would."""
+        now = time.monotonic()
+        if self.scheduler.has_live_work():
+            self._live_seen = now
+        elif now - self._live_seen >= IDLE_PROBE_S:
+            self.calibration.reprobe_if_stale()
+            self._live_seen = now
 
     def _wait(self, seconds: float) -> None:
         """Sleep until woken (a request, an abort, a call) or for seconds."""
@@ -384,7 +429,7 @@ class Engine:
         self._wake.clear()
 
     def _fail_all(self, reason: FinishReason) -> None:
-        for seq in (*self.scheduler.running, *self.scheduler.waiting):
+        for seq in self.scheduler.sequences():
             self.scheduler.abort(seq.request_id)
             seq.finish_reason = reason
         self._deliver(self.scheduler.take_ended())

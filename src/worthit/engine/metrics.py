@@ -2,7 +2,8 @@
 
 Each engine registers into its own CollectorRegistry (not the process-global one), so
 tests and benchmarks can run several engines in one process; the server exposes the
-engine's registry at /metrics.
+engine's registry at /metrics. Background requests are labelled ``priority="background"``
+and have gauges of their own, so the live gauges keep meaning live load.
 """
 
 from __future__ import annotations
@@ -77,10 +78,20 @@ class EngineMetrics:
             "worthit_engine_requests_finished",
             "Requests finished, by reason.", ["finish_reason"], registry=r,
         )  # fmt: skip
-        self.running = Gauge("worthit_engine_running_requests", "Requests holding KV.", registry=r)
-        self.waiting = Gauge(
-            "worthit_engine_waiting_requests", "Requests queued for KV.", registry=r
+        self.running = Gauge(
+            "worthit_engine_running_requests", "Live requests holding KV.", registry=r
         )
+        self.waiting = Gauge(
+            "worthit_engine_waiting_requests", "Live requests queued for KV.", registry=r
+        )
+        self.background_running = Gauge(
+            "worthit_engine_background_running_requests",
+            "Background requests holding KV (generating, or paused for live work).", registry=r,
+        )  # fmt: skip
+        self.background_waiting = Gauge(
+            "worthit_engine_background_waiting_requests",
+            "Background requests queued for KV.", registry=r,
+        )  # fmt: skip
         self.batch_window = Gauge(
             "worthit_engine_batch_window", "Adaptive limit of running requests.", registry=r
         )
@@ -99,6 +110,8 @@ class EngineMetrics:
         self.kv_usage.set(status.kv_usage)
         self.running.set(status.running)
         self.waiting.set(status.waiting)
+        self.background_running.set(status.background_running)
+        self.background_waiting.set(status.background_waiting)
         self.batch_window.set(status.batch_window)
         totals = (status.prefix_queried_tokens, status.prefix_hit_tokens, status.preemptions)
         self.prefix_queried.inc(totals[0] - self._totals[0])

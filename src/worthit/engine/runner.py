@@ -2,8 +2,9 @@
 
 The runner executes what the scheduler decided and nothing else: one ``llama_decode``
 per step over a batch that mixes decode tokens and prefill chunks of many sequences,
-then one sample per sequence that asked for logits. It also implements the two KV
-memory operations the block manager needs. Only the engine thread calls ``step`` and
+then one sample per sequence that asked for logits, on the thread count the engine
+sets for the step (fewer for background work). It also implements the two KV memory
+operations the block manager needs. Only the engine thread calls ``step`` and
 the memory operations; tokenisation and sampler creation are safe from any thread.
 """
 
@@ -55,6 +56,7 @@ class Runner(Protocol):
     def free_sampler(self, sampler: object) -> None: ...
     def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None: ...
     def truncate(self, seq_id: int, n_tokens: int) -> None: ...
+    def set_threads(self, n_threads: int) -> None: ...
     def step(self, chunks: Seq[Chunk], samplers: Mapping[int, object]) -> dict[int, int]: ...
     def close(self) -> None: ...
 
@@ -90,6 +92,7 @@ class LlamaRunner:
             else llama.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
         params.no_perf = True
+        self._threads = config.n_threads
         self._ctx = llama.llama_init_from_model(self._model, params)
         if not self._ctx:
             llama.llama_model_free(self._model)
@@ -193,6 +196,13 @@ class LlamaRunner:
         return int(llama.llama_memory_seq_pos_max(self._mem, seq_id))
 
     # -- compute -------------------------------------------------------------------
+
+    def set_threads(self, n_threads: int) -> None:
+        """Threads for the next steps (decode and batch alike). Called before every step,
+        so it reaches llama.cpp only when the count changes."""
+        if n_threads != self._threads:
+            llama.llama_set_n_threads(self._ctx, n_threads, n_threads)
+            self._threads = n_threads
 
     def step(self, chunks: Seq[Chunk], samplers: Mapping[int, object]) -> dict[int, int]:
         """One llama_decode over every chunk; a sampled token per chunk that asked,

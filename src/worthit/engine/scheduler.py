@@ -19,6 +19,11 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
 5. When KV blocks run out, cached prefixes are evicted first (LRU); then the running
    sequence of the lowest class (most slack) is preempted, its KV kept as a cached
    prefix so that its recompute later is mostly a cache hit.
+6. Background requests (``Priority.BACKGROUND``) get tokens only in steps with no live
+   request waiting or running; then they decode, join and prefill in arrival order,
+   within what the background step-time model says fits in ``max_background_step_s``.
+   Otherwise they are paused with their KV, and the first preempted when live work
+   needs KV blocks or sequence ids.
 
 Each plan carries its ``StepBudget``, which the scheduler also publishes (and again once
 the step's results are in) for admission, which estimates from it in the callers' threads.
@@ -54,6 +59,8 @@ class StepPlan:
     """The budget the step was planned with, and the queue it leaves."""
     chunks: list[Chunk] = field(default_factory=list)
     n_decode: int = 0
+    background: bool = False
+    """Background work only: run with background_threads, timed into its own model."""
 
     @property
     def num_tokens(self) -> int:
@@ -77,10 +84,13 @@ class Scheduler:
         model: StepTimeModel,
         is_eog: Callable[[int], bool],
         published: PublishedBudget | None = None,
+        background_model: StepTimeModel | None = None,
     ) -> None:
         self.config = config
         self.blocks = blocks
         self.model = model
+        self.background_model = background_model or model
+        """Times background steps: they run on background_threads, maybe fewer."""
         self.is_eog = is_eog
         self.estimator = Estimator(config, model)
         self.published = published or PublishedBudget(StepBudget(config.tpot_target_s))
@@ -92,6 +102,10 @@ class Scheduler:
         """A sequence's context limit: generation ends with "length" at it."""
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
+        """Live requests; background ones are in the two lists below."""
+        self.background_waiting: list[Sequence] = []
+        self.background_running: list[Sequence] = []
+        """Background requests holding KV: generating, or paused while live work runs."""
         self.preemptions = 0
         self._ended: list[Update] = []
 
@@ -99,10 +113,10 @@ class Scheduler:
 
     def add(self, seq: Sequence) -> None:
         seq.status = Status.WAITING
-        self.waiting.append(seq)
+        self._queues(seq)[1].append(seq)
 
     def abort(self, request_id: str) -> bool:
-        for seq in (*self.running, *self.waiting):
+        for seq in self.sequences():
             if seq.request_id == request_id:
                 self._finish(seq, FinishReason.ABORT)
                 self._ended.append(Update(seq))
@@ -110,7 +124,17 @@ class Scheduler:
         return False
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self._ended)
+        background = self.background_running or self.background_waiting
+        return bool(self.has_live_work() or self._ended or background)
+
+    def has_live_work(self) -> bool:
+        """Whether a live request waits or runs: then background work gets no tokens."""
+        return bool(self.waiting or self.running)
+
+    def sequences(self) -> tuple[Sequence, ...]:
+        """Every unfinished sequence, live and background."""
+        live = (*self.running, *self.waiting)
+        return (*live, *self.background_running, *self.background_waiting)
 
     def take_ended(self) -> list[Update]:
         """Sequences finished outside a step (expired, aborted, refused on KV)."""
@@ -122,6 +146,8 @@ class Scheduler:
     def schedule(self, now: float) -> StepPlan:
         previous = self.published.read()
         self._expire(now, previous)
+        if not self.has_live_work():
+            return self._schedule_background(now, previous)
         deadline_s = self._deadline_budget(now)
         budget = replace(
             previous, tpot_s=min(self.config.tpot_target_s, deadline_s), deadline_s=deadline_s
@@ -173,7 +199,8 @@ class Scheduler:
         updates = self.take_ended()
         if plan.chunks:
             n_prefill = plan.num_tokens - plan.n_decode
-            self.model.observe(plan.num_tokens, step_s, decode_only=n_prefill == 0)
+            model = self.background_model if plan.background else self.model
+            model.observe(plan.num_tokens, step_s, decode_only=n_prefill == 0)
         for chunk in plan.chunks:
             seq = chunk.seq
             if seq.status is not Status.RUNNING or seq.seq_id != chunk.seq_id:
@@ -184,6 +211,48 @@ class Scheduler:
                 updates.append(self._accept(seq, sampled[chunk.seq_id], plan.budget, now))
         self._publish(plan.budget)
         return updates
+
+    def _schedule_background(self, now: float, previous: StepBudget) -> StepPlan:
+        """A step of background work alone, as long as the background step-time model
+        says fits in max_background_step_s (a live request arriving meanwhile waits
+        for it): decode first, then join and prefill in arrival order with what is
+        left. At most as many hold KV as one such step can decode together."""
+        config = self.config
+        budget = replace(previous, tpot_s=config.tpot_target_s, deadline_s=math.inf)
+        plan = StepPlan(budget, background=True)
+        fit = self.background_model.tokens_within(config.max_background_step_s)
+        room = min(config.max_batch_tokens, max(1, fit))
+        for seq in [s for s in self.background_running if s.pending == 1]:
+            if plan.num_tokens >= room:
+                break
+            if seq.status is Status.RUNNING and self._reserve(
+                seq, seq.num_tokens, now, plan, strict=False
+            ):
+                assert seq.seq_id is not None
+                last = seq.num_tokens - 1
+                plan.chunks.append(Chunk(seq, seq.seq_id, last, [seq.token_at(last)], True))
+        plan.n_decode = len(plan.chunks)
+        self.background_waiting.sort(key=lambda s: s.arrival)
+        while self.background_waiting and len(self.background_running) < min(
+            room, config.max_sequences
+        ):
+            if not self._join(self.background_waiting[0]):
+                break
+        planned = {id(c.seq) for c in plan.chunks}
+        for seq in list(self.background_running):
+            left = room - plan.num_tokens
+            if left <= 0:
+                break
+            if seq.status is not Status.RUNNING or id(seq) in planned or not seq.pending:
+                continue
+            start = seq.num_computed
+            end = start + min(seq.pending, left)
+            if self._reserve(seq, end, now, plan, strict=False):
+                assert seq.seq_id is not None
+                tokens = seq.tokens(start, end)
+                plan.chunks.append(Chunk(seq, seq.seq_id, start, tokens, end == seq.num_tokens))
+        plan.budget = self._publish(budget)
+        return plan
 
     # -- budgets -------------------------------------------------------------------
 
@@ -226,6 +295,8 @@ class Scheduler:
             running=len(self.running),
             decoding=sum(1 for s in self.running if s.pending == 1),
             waiting=len(self.waiting),
+            background_running=len(self.background_running),
+            background_waiting=len(self.background_waiting),
         )
 
     def _publish(self, budget: StepBudget) -> StepBudget:
@@ -331,15 +402,12 @@ class Scheduler:
                 break
             if not self._can_join(seq, now, budget):
                 continue  # a later one, with more slack or a shorter answer, may fit
-            got = self.blocks.admit(seq.tokens(0, seq.num_tokens))
-            if got is None:
+            while self.background_running and (
+                len(self.running) + len(self.background_running) >= self.config.max_sequences
+            ):
+                self._preempt(max(self.background_running, key=lambda s: s.sort_key(now)))
+            if not self._join(seq):
                 break
-            self.waiting.remove(seq)
-            seq.seq_id, seq.num_computed = got
-            if seq.preemptions == 0:
-                seq.cached_tokens = seq.num_computed
-            seq.status = Status.RUNNING
-            self.running.append(seq)
             room -= 1
             own = self._own_budget(seq, now, budget)
             budget = replace(budget, deadline_s=min(budget.deadline_s, own))
@@ -383,15 +451,21 @@ class Scheduler:
         strict (prefill): only strictly lower classes are preempted, even if already
         in this step's plan (their chunk is withdrawn), so a high-priority prompt never
         waits behind low-priority KV. Not strict (decode): the lowest running sequence
-        not yet planned goes, which may be seq itself (then False).
+        not yet planned goes, which may be seq itself (then False). Background sequences
+        are the lowest class, so live work preempts them first, and before it evicts a
+        cached prefix that live work left: while they hold KV, a live request evicts
+        only the cached prefixes background work left.
         """
         assert seq.seq_id is not None
-        while not self.blocks.reserve(seq.seq_id, n_tokens):
+        while not self.blocks.reserve(
+            seq.seq_id, n_tokens, evict_live=seq.is_background or not self.background_running
+        ):
             planned = {id(c.seq) for c in plan.chunks}
+            holders = (*self.running, *self.background_running)
             if strict:
-                victims = [s for s in self.running if s.priority > seq.priority]
+                victims = [s for s in holders if s.priority > seq.priority]
             else:
-                victims = [s for s in self.running if id(s) not in planned and s is not seq]
+                victims = [s for s in holders if id(s) not in planned and s is not seq]
                 victims.append(seq)
             if not victims:
                 return False
@@ -406,24 +480,48 @@ class Scheduler:
                 return False
         return True
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _join(self, seq: Sequence) -> bool:
+        """Move seq from waiting to running with a sequence id and its cached prefix in
+        its KV; False when every sequence id is busy."""
+        got = self.blocks.admit(seq.tokens(0, seq.num_tokens))
+        if got is None:
+            return False
+        running, waiting = self._queues(seq)
+        waiting.remove(seq)
+        seq.seq_id, seq.num_computed = got
+        if seq.preemptions == 0:
+            seq.cached_tokens = seq.num_computed
+        seq.status = Status.RUNNING
+        running.append(seq)
+        return True
+
+    def _queues(self, seq: Sequence) -> tuple[list[Sequence], list[Sequence]]:
+        """The (running, waiting) lists of seq's kind: live or background."""
+        if seq.is_background:
+            return self.background_running, self.background_waiting
+        return self.running, self.waiting
+
+    def _release(self, seq: Sequence) -> None:
+        """Give up seq's sequence id, its computed prefix kept as a cached prefix (a
+        background one's first in line for eviction)."""
         assert seq.seq_id is not None
-        self.blocks.release(seq.seq_id, keep_tokens=seq.num_computed)
-        self.running.remove(seq)
+        self.blocks.release(seq.seq_id, keep_tokens=seq.num_computed, recent=not seq.is_background)
+        self._queues(seq)[0].remove(seq)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self._release(seq)
         seq.seq_id = None
         seq.num_computed = 0
         seq.status = Status.WAITING
         seq.preemptions += 1
         self.preemptions += 1
-        self.waiting.append(seq)
+        self._queues(seq)[1].append(seq)
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> None:
         if seq.status is Status.RUNNING:
-            assert seq.seq_id is not None
-            self.blocks.release(seq.seq_id, keep_tokens=seq.num_computed)
-            self.running.remove(seq)
+            self._release(seq)
         elif seq.status is Status.WAITING:
-            self.waiting.remove(seq)
+            self._queues(seq)[1].remove(seq)
         seq.seq_id = None
         seq.status = Status.FINISHED
         seq.finish_reason = reason

@@ -18,16 +18,30 @@ from worthit.engine.detokenizer import Detokenizer
 
 
 class Priority(enum.IntEnum):
-    """Request classes; a lower value is served first."""
+    """Request classes; a lower value is served first.
+
+    ``BACKGROUND`` is work nobody waits for (explanations generated ahead of the
+    shoppers who will ask): no deadline, its own queue, and tokens only in steps with
+    no other class's work, which are kept short (docs/engine.md, "The background
+    class"). It is the last class rather than a flag beside the class because every
+    rule that orders requests (queue order, preemption victims, the metrics label)
+    already reads the class, and each of them puts it last.
+    """
 
     HIGH = 0
     MEDIUM = 1
     LOW = 2
+    BACKGROUND = 3
 
     @property
     def prefill_weight(self) -> int:
-        """Share of each step's prefill budget (5/2/1), so low traffic still moves."""
-        return (5, 2, 1)[self.value]
+        """Share of each step's prefill budget (5/2/1), so low traffic still moves;
+        background never shares a step with the others."""
+        return (5, 2, 1, 0)[self.value]
+
+    @property
+    def is_background(self) -> bool:
+        return self is Priority.BACKGROUND
 
 
 class Status(enum.Enum):
@@ -54,17 +68,29 @@ class DeadlinePolicy(enum.StrEnum):
 
     ``sentence``: admit when one short sentence fits, stream, and stop at the last
     sentence end that fits (the explanation flow: a shorter answer is still an answer).
-    ``complete``: admit only when the whole answer (``max_tokens``) is expected to fit,
-    and hold the batch so running answers keep that promise (an API client that asked
-    for N tokens by a deadline); the sentence stop stays as a safety net.
+    ``complete``: admit only when the answer's expected length is expected to fit, and
+    hold the batch so running answers keep that promise (an API client that asked for
+    N tokens by a deadline). The expected length is what recent answers needed
+    (lengths.py), at most ``max_tokens``: pricing all of ``max_tokens`` refused answers
+    that end near 29 tokens of 48. One that runs longer stops at a sentence end with
+    "deadline" when the next sentence would not fit.
     """
 
     SENTENCE = "sentence"
     COMPLETE = "complete"
 
-    def required_tokens(self, max_tokens: int, min_output_tokens: int) -> int:
-        """Output tokens the deadline must leave room for under this policy."""
-        return max_tokens if self is DeadlinePolicy.COMPLETE else min(max_tokens, min_output_tokens)
+    def required_tokens(
+        self, max_tokens: int, min_output_tokens: int, expected_tokens: int | None = None
+    ) -> int:
+        """Output tokens the deadline must leave room for under this policy.
+        expected_tokens is None until recent answers say how long one runs: then
+        ``complete`` prices all of max_tokens. Never less than one sentence."""
+        sentence = min(max_tokens, min_output_tokens)
+        if self is DeadlinePolicy.SENTENCE:
+            return sentence
+        if expected_tokens is None:
+            return max_tokens
+        return min(max_tokens, max(sentence, expected_tokens))
 
 
 @dataclass(frozen=True)
@@ -153,8 +179,12 @@ class Sequence:
     def sort_key(self, now: float) -> tuple[int, float, float]:
         return (self.priority.value, self.slack(now), self.arrival)
 
+    @property
+    def is_background(self) -> bool:
+        return self.priority is Priority.BACKGROUND
 
-def background_sequence(request_id: str, tokens: list[int], detokenizer: Detokenizer) -> Sequence:
+
+def internal_sequence(request_id: str, tokens: list[int], detokenizer: Detokenizer) -> Sequence:
     """A one-token, low-priority, deadline-free sequence: the engine's own work (prefix
     warming, calibration), never a caller's."""
     return Sequence(

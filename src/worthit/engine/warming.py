@@ -8,6 +8,8 @@ refused for its deadline twice is warmed too (``after_refusal``), but only while
 engine is otherwise idle: warming on the first refusal cached the long tail, and each
 of those prefixes evicted a best seller's (LRU) from an 8,192-cell cache within
 seconds. Warming requests are the engine's own: low priority, no deadline, one token.
+They are live work, not background: best sellers must be warm before shoppers come, not
+whenever background work allows, so background work counts as idle here and pauses.
 """
 
 from __future__ import annotations

@@ -1,0 +1,254 @@
+"""The background class: work nobody waits for, run only in steps no live request
+needs, on fewer threads, paused and preempted first for live work."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from worthit.engine.config import EngineConfig
+from worthit.engine.engine import Engine
+from worthit.engine.errors import AdmissionRefusedError
+from worthit.engine.sequence import FinishReason, Priority, SamplingParams, Status
+
+from engine_fakes import FakeRunner, GatedRunner, reference_output
+from harness import Harness
+
+BG = Priority.BACKGROUND
+
+
+def make_engine(config: EngineConfig, runner: FakeRunner | None = None) -> Engine:
+    engine = Engine(runner or FakeRunner(n_ctx=config.context_size), config)
+    engine.start()
+    return engine
+
+
+def kinds(requests: list[str]) -> set[str]:
+    """What a step carried: "bg", "live" (calibration steps carry neither)."""
+    return {r.split("-")[0] for r in requests} & {"bg", "live"}
+
+
+async def live_after_background(n_background: int) -> tuple[int, FakeRunner, Engine]:
+    """Submit n_background requests, wait until they generate, then one live request.
+    Returns how many steps without the live request ran after it was submitted."""
+    config = EngineConfig(context_size=4096, block_size=8, n_threads=2, background_threads=1)
+    runner = FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.00002))
+    engine = make_engine(config, runner)
+    background = [
+        engine.submit(
+            f"background prompt {i} " * 6,
+            params=SamplingParams(max_tokens=40),
+            priority=BG,
+            request_id=f"bg-{i}",
+        )
+        for i in range(n_background)
+    ]
+    if background:
+        await background[0].__anext__()  # the background load is generating
+    mark = len(runner.steps)
+    live = engine.submit(
+        "live question?", params=SamplingParams(max_tokens=6), priority=Priority.HIGH,
+        request_id="live-1",
+    )  # fmt: skip
+    done = await asyncio.wait_for(live.collect(), 30)
+    assert done.finish_reason is FinishReason.LENGTH
+    first = next(i for i, ids in enumerate(runner.step_requests) if "live-1" in ids)
+    for stream in background:
+        bg = await asyncio.wait_for(stream.collect(), 30)
+        assert bg.finish_reason is FinishReason.LENGTH
+        prompt = engine.runner.tokenize(f"background prompt {bg.request_id[3:]} " * 6)
+        assert list(bg.token_ids) == reference_output(prompt, 40)
+    engine.close()
+    return first - mark, runner, engine
+
+
+def test_a_live_request_waits_at_most_one_background_step():
+    alone, _, _ = asyncio.run(live_after_background(0))
+    loaded, runner, engine = asyncio.run(live_after_background(24))
+    assert alone == 0
+    assert loaded <= 1  # the background step running when it arrived, if any
+    steps = [kinds(ids) for ids in runner.step_requests]
+    assert all(len(k) <= 1 for k in steps)  # no step mixes live and background tokens
+    live_steps = [i for i, k in enumerate(steps) if k == {"live"}]
+    assert not any("bg" in steps[i] for i in range(live_steps[0], live_steps[-1] + 1))
+    assert engine.status().background_running == engine.status().background_waiting == 0
+    assert engine.metrics.e2e.labels("background", "length")._sum.get() > 0
+    assert engine.metrics.ttft.labels("background")._sum.get() > 0
+
+
+def test_background_only_steps_run_on_background_threads():
+    _, runner, _ = asyncio.run(live_after_background(8))
+    seen = set()
+    for ids, threads in zip(runner.step_requests, runner.step_threads, strict=True):
+        kind = kinds(ids)
+        if kind == {"bg"}:
+            assert threads == 1
+        elif kind == {"live"}:
+            assert threads == 2
+        seen |= kind
+    assert seen == {"bg", "live"}
+
+
+def test_background_requests_finish_once_live_traffic_stops():
+    async def main() -> None:
+        config = EngineConfig(context_size=1024, block_size=8, max_sequences=6)
+        engine = make_engine(config, FakeRunner(n_ctx=1024, step_delay_s=(0.0005, 0.0)))
+        try:
+            prompts = [f"explain product {i} " * 3 for i in range(20)]
+            background = [
+                engine.submit(p, params=SamplingParams(max_tokens=12), priority=BG) for p in prompts
+            ]
+            live = [
+                engine.submit(f"live {i}?", params=SamplingParams(max_tokens=8), deadline_s=30)
+                for i in range(5)
+            ]
+            for stream in live:
+                done = await asyncio.wait_for(stream.collect(), 30)
+                assert done.finish_reason is FinishReason.LENGTH
+            for prompt, stream in zip(prompts, background, strict=True):
+                done = await asyncio.wait_for(stream.collect(), 30)
+                assert done.finish_reason is FinishReason.LENGTH
+                assert list(done.token_ids) == reference_output(engine.runner.tokenize(prompt), 12)
+            runner = engine.runner
+            assert isinstance(runner, FakeRunner)
+            # background requests decoded together
+            assert max(sum(1 for c in step if c[3]) for step in runner.steps) > 1
+        finally:
+            engine.close()
+        status = engine.status()
+        assert (status.background_running, status.background_waiting) == (0, 0)
+        assert engine.runner.samplers_alive == 0  # type: ignore[attr-defined]
+        engine.blocks.check()
+
+    asyncio.run(main())
+
+
+def test_background_has_its_own_queue_and_is_never_refused_for_time():
+    async def main() -> None:
+        config = EngineConfig(max_waiting=2, max_background_waiting=3, default_deadline_s=0.5)
+        engine = Engine(FakeRunner(), config)  # not started: submissions stay queued
+        engine.step_model.overhead_s = 10.0  # nothing live could make any deadline
+        try:
+            for i in range(3):
+                engine.submit(f"bg {i}", priority=BG)
+            with pytest.raises(AdmissionRefusedError) as full:
+                engine.submit("bg 3", priority=BG)
+            assert full.value.reason == "queue_full"
+            with pytest.raises(AdmissionRefusedError) as late:
+                engine.submit("live 0")  # the live queue has room; the deadline does not
+            assert late.value.reason == "deadline"
+            engine.step_model.overhead_s = 0.001
+            engine.submit("live 1")
+            engine.submit("live 2")  # two live waiting beside three background
+            with pytest.raises(AdmissionRefusedError) as live_full:
+                engine.submit("live 3")
+            assert live_full.value.reason == "queue_full"
+            with pytest.raises(ValueError, match="no deadline"):
+                engine.submit("bg with a deadline", priority=BG, deadline_s=1.0)
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_status_counts_background_apart_from_live():
+    async def main() -> None:
+        runner = GatedRunner(n_ctx=1024)
+        engine = make_engine(EngineConfig(context_size=1024, block_size=8), runner)
+        try:
+            stream = engine.submit("generate ahead", params=SamplingParams(max_tokens=50),
+                                   priority=BG)  # fmt: skip
+            await stream.__anext__()  # the engine thread now waits inside the next step
+            status = engine.status()
+            assert (status.running, status.waiting) == (0, 0)
+            assert (status.background_running, status.background_waiting) == (1, 0)
+            stream.abort()
+            runner.release()
+            assert (await stream.collect()).finish_reason is FinishReason.ABORT
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
+def test_background_steps_stay_under_their_time_bound_and_batch():
+    # step cost 1 ms + 1 ms a token: 10.5 ms fits 9 tokens
+    h = Harness(EngineConfig(block_size=4, max_background_step_s=0.0105), timed=True)
+    seqs = [h.seq(f"bg-{i}", 20, BG, max_tokens=8, base=100 + 7 * i) for i in range(6)]
+    plans = []
+    while h.scheduler.has_work():
+        plan, _ = h.step()
+        plans.append(plan)
+    assert all(p.background and p.num_tokens <= 9 for p in plans)
+    assert max(p.n_decode for p in plans) > 1
+    for seq in seqs:
+        assert seq.finish_reason is FinishReason.LENGTH
+        assert seq.output_tokens == reference_output(seq.prompt_tokens, 8)
+
+
+def test_live_work_pauses_background_and_preempts_it_before_a_lower_live_class():
+    config = EngineConfig(
+        context_size=96, block_size=16, max_sequences=4, max_cached_prefixes=4,
+        max_batch_tokens=64, min_prefill_chunk=64, tpot_target_s=1.0, max_background_step_s=1.0,
+    )  # fmt: skip
+    h = Harness(config)
+    bg = h.seq("bg", 40, BG, max_tokens=6)
+    h.step()
+    h.step()
+    assert bg.status is Status.RUNNING and len(bg.output_tokens) == 2
+    low = h.seq("low", 20, Priority.LOW, max_tokens=8, base=200)
+    plan, _ = h.step()
+    assert bg.status is Status.RUNNING and len(bg.output_tokens) == 2  # paused, KV kept
+    assert [c.seq for c in plan.chunks] == [low] and not plan.background
+    high = h.seq("high", 30, Priority.HIGH, max_tokens=4, base=300)
+    h.step()  # KV for high: the background request goes, not the lower live class
+    assert bg.status is Status.WAITING and bg.preemptions == 1
+    assert low.status is Status.RUNNING and low.preemptions == 0
+    while h.scheduler.has_work():
+        plan, _ = h.step()
+        assert plan.background == all(c.seq is bg for c in plan.chunks)
+    assert high.preemptions == low.preemptions == 0
+    assert h.finished[-1] is bg
+    for seq, n in ((bg, 6), (low, 8), (high, 4)):
+        assert seq.output_tokens == reference_output(seq.prompt_tokens, n)
+
+
+def test_a_live_request_takes_a_sequence_id_from_background():
+    config = EngineConfig(context_size=512, block_size=8, max_sequences=2,
+                          max_background_step_s=1.0)  # fmt: skip
+    h = Harness(config)
+    first = h.seq("bg-1", 10, BG, max_tokens=20)
+    h.step()
+    second = h.seq("bg-2", 10, BG, max_tokens=20, base=200)
+    h.step()
+    assert first.status is second.status is Status.RUNNING
+    live = h.seq("live", 10, max_tokens=3, base=300)
+    plan, _ = h.step()
+    assert [c.seq for c in plan.chunks] == [live]
+    assert second.status is Status.WAITING and second.preemptions == 1  # the newer one
+    assert first.status is Status.RUNNING and first.preemptions == 0
+    h.run()
+    assert second.output_tokens == reference_output(second.prompt_tokens, 20)
+
+
+def test_live_work_preempts_background_before_evicting_a_live_cached_prefix():
+    config = EngineConfig(
+        context_size=96, block_size=16, max_sequences=4, max_cached_prefixes=4,
+        max_batch_tokens=64, min_prefill_chunk=64, tpot_target_s=1.0, max_background_step_s=1.0,
+    )  # fmt: skip
+    h = Harness(config)
+    warm = h.seq("warm", 40, Priority.LOW, max_tokens=1, base=200)
+    h.run()
+    assert h.blocks.cached_prefix_len(warm.prompt_tokens) == 32  # a best seller's prompt
+    bg = h.seq("bg", 40, BG, max_tokens=6)
+    h.step()
+    h.step()
+    assert bg.status is Status.RUNNING and h.blocks.free_blocks == 1
+    ask = h.seq("ask", 30, Priority.HIGH, max_tokens=2, base=300)
+    h.step()  # two blocks for ask: the paused background request's, not the cached prompt's
+    assert bg.status is Status.WAITING and bg.preemptions == 1
+    assert h.blocks.cached_prefix_len(warm.prompt_tokens) == 32
+    h.run()
+    assert ask.output_tokens == reference_output(ask.prompt_tokens, 2)
+    assert bg.output_tokens == reference_output(bg.prompt_tokens, 6)
