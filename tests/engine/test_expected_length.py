@@ -75,6 +75,8 @@ def test_complete_admits_on_the_length_recent_answers_needed():
             with pytest.raises(AdmissionRefusedError):  # nothing known: all 200 priced
                 engine.submit("short?", params=params, deadline_s=2.0, deadline_policy=COMPLETE)
             await answer(engine, "short?", MIN_SAMPLES)  # they end after 6 tokens
+            # recorded before the caller heard the end (it raced the next submit)
+            assert engine.lengths.expected() is not None
             slow(engine)
             stream = engine.submit(
                 "short?", params=params, deadline_s=2.0, deadline_policy=COMPLETE

@@ -375,8 +375,9 @@ class Engine:
 
     def _deliver(self, updates: list[Update]) -> None:
         """Hand the updates to their callers, forget the requests that finished, and
-        show the new load in the metrics."""
-        send(deltas(updates, self._requests, self.metrics, time.monotonic()))
+        show the new load in the metrics. A finished answer's length is recorded before
+        its caller hears of the end, so the caller's next request is priced with it."""
+        out = deltas(updates, self._requests, self.metrics, time.monotonic())
         for seq in (u.seq for u in updates if u.seq.is_finished):
             record = self._requests.pop(seq.request_id, None)
             if record is not None:
@@ -385,6 +386,7 @@ class Engine:
                 if record.stream is not None and not seq.is_background:
                     assert seq.finish_reason is not None
                     self.lengths.observe(len(seq.output_tokens), seq.finish_reason)
+        send(out)
         self.metrics.record_load(self.status())
 
     def _take_inbox(self) -> None:
