@@ -15,7 +15,7 @@ else
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 
-.PHONY: install run ask test lint bench clean browser
+.PHONY: install run ask test test-dates lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/pytest
+
+# The suite on four dates spread over a year (libfaketime): nothing may depend on the day.
+test-dates: $(STAMP) browser
+	.ci/any-date
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
