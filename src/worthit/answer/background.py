@@ -84,7 +84,7 @@ class ExplanationGenerator:
         parallel: int = DEFAULT_PARALLEL,
         tries: int = DEFAULT_TRIES,
         method: str = "background",
-        priority: Priority = Priority.LOW,
+        priority: Priority = Priority.BACKGROUND,
         rewalk_s: float = REWALK_S,
     ) -> None:
         if answerer.explanations is None:

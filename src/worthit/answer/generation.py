@@ -69,7 +69,7 @@ async def generate(
     sheet: FactSheet,
     verdict: Verdict,
     *,
-    priority: Priority = Priority.LOW,
+    priority: Priority = Priority.BACKGROUND,
     tries: int = DEFAULT_TRIES,
 ) -> Generated:
     started = time.perf_counter()

@@ -61,7 +61,9 @@ def explain_command(
     model_path = resolve_model_path(model)
     engine = None
     if warm:
-        config = EngineConfig(context_size=WARM_CONTEXT, n_threads=threads)
+        config = EngineConfig(
+            context_size=WARM_CONTEXT, n_threads=threads, background_threads=threads
+        )  # alone on the machine: every core writes
         engine = Engine(LlamaRunner(model_path, config), config)
     explanations = SqliteExplanationStore(path, capacity)
     answerer = Answerer(store, engine, explanations=explanations, model=model_identity(model_path))

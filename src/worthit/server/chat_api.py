@@ -3,9 +3,11 @@
 A request for the `worthit` model is a shopper's question and runs the answer flow
 (`worthit_chat`); any other model id is plain chat on the engine. worthit adds three
 request fields: `priority` (high/medium/low, at most the key's class), `deadline_ms`
-and `deadline_policy` ("complete", the default: all of max_tokens by the deadline; or
-"sentence"). A request the engine cannot serve before its deadline is refused at once
-with HTTP 503, `code: "deadline_unmeetable"` and `x-should-retry: false`.
+and `deadline_policy` ("complete", the default: the answer's expected length, a high
+quantile of what recent answers produced, bounded by max_tokens, by the deadline, and a
+longer one stopped at a sentence end; or "sentence": one sentence by the deadline). A
+request the engine cannot serve before its deadline is refused at once with HTTP 503,
+`code: "deadline_unmeetable"` and `x-should-retry: false`.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ async def healthz(state: StateDep) -> dict[str, Any]:
         "model": status.model_id,
         "running": status.running,
         "waiting": status.waiting,
+        "background_running": status.background_running,
+        "background_waiting": status.background_waiting,
         "kv_usage": round(status.kv_usage, 4),
     }
 
