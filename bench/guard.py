@@ -1,17 +1,20 @@
-"""How often the model's explanation survives the guard, over simulated questions.
+"""How often the model's explanation survives the guard, as the service writes them.
 
-Asks N questions about Zipf-weighted products of the demo market (English and Chinese)
-through the answer flow `/v1/decide` serves (`Answerer.ask` on the batching engine, the
-same prompt, guard and wording checks), without a deadline so that every question gets
-the model's text to judge, and counts how many explanations were kept ("llm") and why
-the others fell back to the template.
+Draws N (product, language) pairs of the demo market (products Zipf-weighted by last
+week's sales, Chinese one time in four) and has the model write each one's explanation
+exactly as the service does for its store: the prompt built from the explanation's
+inputs, best-of-k (greedy first, then seeded sampling), every try through the grounding
+guard and the wording checks. Counts what the first (greedy) try kept, which is what a
+shopper gets when the model writes live, what best-of-k kept, how many tries it needed,
+and why the refused tries were refused.
 
-    .venv/bin/python bench/guard.py --db var/demo.db --questions 200
+    .venv/bin/python bench/guard.py --db var/demo.db --pairs 200 --samples samples.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import random
@@ -20,7 +23,8 @@ import sys
 from pathlib import Path
 
 from worthit.answer.answerer import Answerer
-from worthit.answer.events import Finished
+from worthit.answer.background import QUESTIONS
+from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.cli.engine_host import run_with_engine
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
@@ -29,80 +33,91 @@ from worthit.engine.runner import LlamaRunner
 from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 
-EN = ["Is the {name} worth buying?", "Should I buy the {name} now or wait?"]
-ZH = ["{name}值不值得买？", "{name}现在买还是等等？"]
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="var/demo.db")
-    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--pairs", type=int, default=200)
+    parser.add_argument("--tries", type=int, default=DEFAULT_TRIES)
+    parser.add_argument("--parallel", type=int, default=8, help="explanations written at once")
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--model", default=None)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--samples", type=Path, default=None, help="write each answer here")
+    parser.add_argument("--samples", type=Path, default=None, help="write each pair here")
     args = parser.parse_args()
     if not Path(args.db).exists():
         print("building the demo market …", file=sys.stderr)
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         simulate(MarketStore(args.db), skus=2000, days=180, seed=7)
-    store = MarketStore(args.db)
-    config = EngineConfig(n_threads=args.threads)
+    config = EngineConfig(
+        n_threads=args.threads, background_threads=args.threads, context_size=8192
+    )
     engine = Engine(LlamaRunner(resolve_model_path(args.model), config), config)
-    answerer = Answerer(store, engine)
-    run_with_engine(engine, lambda: ask_all(answerer, store, args))
+    answerer = Answerer(MarketStore(args.db), engine)
+    results = run_with_engine(engine, lambda: write_all(answerer, engine, args))
+    report(results, args)
 
 
-async def ask_all(answerer: Answerer, store: MarketStore, args: argparse.Namespace) -> None:
+async def write_all(
+    answerer: Answerer, engine: Engine, args: argparse.Namespace
+) -> list[tuple[str, str, str, Generated]]:
     rng = random.Random(args.seed)
-    names = store.all_names()
-    weights = [1.0 / (rank + 1) for rank in range(len(names))]
-    outcomes: collections.Counter[str] = collections.Counter()
-    by_language: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    totals = []
-    samples = []
-    for i in range(args.questions):
-        hit = rng.choices(names, weights)[0]
-        zh = i % 4 == 3
-        template = rng.choice(ZH if zh else EN)
-        question = template.format(
-            name=hit.aliases[1] if zh and len(hit.aliases) > 1 else hit.title
+    ranked = answerer.decider.rankings.top(None, "sales", 7, 10_000)
+    skus = [item.sku for item in ranked]
+    weights = [1.0 / (rank + 1) for rank in range(len(skus))]
+    pairs = [(rng.choices(skus, weights)[0], "zh" if i % 4 == 3 else "en")
+             for i in range(args.pairs)]  # fmt: skip
+    gate = asyncio.Semaphore(args.parallel)
+    done = 0
+
+    async def one(sku: str, language: str) -> tuple[str, str, str, Generated]:
+        nonlocal done
+        decision = answerer.decider.decide(QUESTIONS[language], sku=sku, language=language)
+        assert decision.sheet is not None and decision.verdict is not None
+        async with gate:
+            generated = await generate(engine, decision.sheet, decision.verdict, tries=args.tries)
+        done += 1
+        kept = "kept" if generated.explanation else "failed"
+        print(f"{done:4d} {kept} after {generated.tries} {language} {sku}", file=sys.stderr)
+        return sku, language, decision.verdict.kind.value, generated
+
+    return await asyncio.gather(*(one(sku, language) for sku, language in pairs))
+
+
+def report(results: list[tuple[str, str, str, Generated]], args: argparse.Namespace) -> None:
+    n = len(results)
+    first = sum(1 for *_, g in results if g.explanation is not None and g.tries == 1)
+    kept = sum(1 for *_, g in results if g.explanation is not None)
+    tries = collections.Counter(g.tries for *_, g in results if g.explanation is not None)
+    refusals = collections.Counter(o for *_, g in results for o in g.outcomes)
+    print(f"pairs: {n} ({args.tries} tries at most)")
+    print(f"kept by the first, greedy try: {first} = {100 * first / n:.1f}%")
+    print(f"kept by best-of-{args.tries}: {kept} = {100 * kept / n:.1f}%")
+    print(
+        "tries a kept explanation needed: "
+        + ", ".join(f"{k}: {v}" for k, v in sorted(tries.items()))
+    )
+    print("why tries were refused:")
+    for outcome, count in refusals.most_common():
+        print(f"  {outcome:22s} {count:4d}")
+    for language in ("en", "zh"):
+        mine = [g for _, lang, _, g in results if lang == language]
+        greedy = sum(1 for g in mine if g.explanation is not None and g.tries == 1)
+        best = sum(1 for g in mine if g.explanation is not None)
+        print(
+            f"  {language}: first try {greedy}/{len(mine)}, best-of-{args.tries} {best}/{len(mine)}"
         )
-        finished = None
-        async for event in answerer.ask(question, sku=hit.sku):
-            if isinstance(event, Finished):
-                finished = event
-        assert finished is not None and finished.explanation is not None
-        explanation = finished.explanation
-        outcome = "llm" if explanation.source == "llm" else explanation.fallback_reason or "?"
-        outcomes[outcome] += 1
-        by_language["zh" if zh else "en"][outcome] += 1
-        totals.append(finished.timings_ms.get("llm_total", 0.0))
-        samples.append(
-            {
-                "question": question,
-                "verdict": finished.decision.verdict.kind.value
-                if finished.decision.verdict
-                else None,
-                "outcome": outcome,
-                "model_text": explanation.streamed or explanation.text,
-                "ungrounded": list(explanation.ungrounded),
-            }
-        )
-        print(f"{i + 1:4d} {outcome:20s} {question}", file=sys.stderr)
-    n = sum(outcomes.values())
-    print(f"questions: {n}")
-    print(f"kept (llm): {outcomes['llm']} = {100 * outcomes['llm'] / n:.1f}%")
-    for outcome, count in outcomes.most_common():
-        print(f"  {outcome:20s} {count:4d}  {100 * count / n:5.1f}%")
-    for language, counter in sorted(by_language.items()):
-        total = sum(counter.values())
-        print(f"  {language}: kept {counter['llm']}/{total}")
-    print(f"explanation time: median {statistics.median(totals):.0f} ms")
+    seconds = [g.seconds for *_, g in results]
+    print(f"time to a stored explanation: median {statistics.median(seconds):.2f} s")
     if args.samples:
         args.samples.write_text(
-            "\n".join(json.dumps(s, ensure_ascii=False) for s in samples) + "\n"
-        )
+            "".join(
+                json.dumps({"sku": sku, "language": lang, "verdict": verdict,
+                            "kept": g.explanation.text if g.explanation else None,
+                            "tries": g.tries, "refused": g.outcomes}, ensure_ascii=False) + "\n"
+                for sku, lang, verdict, g in results
+            )
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
-"""The service over HTTP: time to the `verdict` event, to the first token, to `done`,
-at 1, 10, 50 and 100 concurrent shoppers on loopback while the engine is generating.
+"""The service over HTTP: for each answer, where its explanation came from (the model's
+text from the store, written live, or the template), and the time to the `verdict`
+event, to the first explanation text and to `done`, at several numbers of concurrent
+shoppers on loopback, English and Chinese reported apart.
 
 Starts `worthit serve --demo` in a child process on a free port (the real server, the
-bundled model), then runs closed-loop clients: each sends a question, reads the SSE
-stream to the end, and asks again, for a fixed time per level.
+bundled model, its background generator writing explanations behind the traffic), then
+runs closed-loop shoppers: each asks a question about a product drawn by popularity
+(Zipf over last week's sales rank), in Chinese one time in four, reads the SSE stream to
+the end, thinks, and asks again.
 
-    .venv/bin/python bench/service.py --db var/demo.db --seconds 30
+    .venv/bin/python bench/service.py --db var/demo.db --levels 50 --think-ms 1000
+    .venv/bin/python bench/service.py --db var/demo.db --fresh-store --fill-s 300 --levels 50
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,10 +38,27 @@ from worthit.facts.builder import FactsBuilder
 from worthit.facts.rankings import Rankings
 from worthit.market.store import MarketStore
 
-HOT = 10
-"""The best sellers `worthit serve` warms by default; their answers are counted apart."""
+QUESTIONS = {
+    "en": ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"],
+    "zh": ["{name}值不值得买？", "{name}现在买还是等等？"],
+}
+EXPLAINED_BY_MODEL = ("stored", "live")
 
-QUESTIONS = ["Is the {name} worth buying?", "Should I wait for a sale on the {name}?"]
+
+@dataclass(frozen=True)
+class Product:
+    title: str
+    zh_name: str
+
+
+@dataclass
+class Answer:
+    language: str
+    source: str
+    """"stored" or "live" (the model's text) or "template:<why>", or "error:<what>"."""
+    verdict_ms: float | None = None
+    first_text_ms: float | None = None
+    done_ms: float | None = None
 
 
 def free_port() -> int:
@@ -41,25 +67,23 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def pct(values: list[float], p: float) -> float:
+def pct(values: list[float], p: float) -> float | None:
     if not values:
-        return float("nan")
+        return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+    return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 1)
 
 
-async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[float]],
-              outcomes: collections.Counter[str],
-              hot_outcomes: collections.Counter[str] | None = None) -> None:  # fmt: skip
+async def one(client: httpx.AsyncClient, question: str, language: str) -> Answer:
     sent = time.perf_counter()
-    first_token = None
+    answer = Answer(language, "error:no_done")
     async with client.stream(
         "POST", "/v1/decide", json={"question": question},
         headers={"Accept": "text/event-stream"},
     ) as response:  # fmt: skip
         if response.status_code != 200:
-            outcomes[f"http_{response.status_code}"] += 1
-            return
+            answer.source = f"error:http_{response.status_code}"
+            return answer
         event = None
         async for line in response.aiter_lines():
             if line.startswith("event: "):
@@ -67,32 +91,56 @@ async def one(client: httpx.AsyncClient, question: str, stats: dict[str, list[fl
             elif line.startswith("data: "):
                 now = (time.perf_counter() - sent) * 1000
                 if event == "verdict":
-                    stats["verdict"].append(now)
-                elif event == "token" and first_token is None:
-                    first_token = now
-                    stats["ttft"].append(now)
+                    answer.verdict_ms = now
+                elif event == "token" and answer.first_text_ms is None:
+                    answer.first_text_ms = now
                 elif event == "done":
-                    stats["e2e"].append(now)
+                    answer.done_ms = now
                     done = json.loads(line[6:])
-                    source = done.get("explanation_source")
-                    outcome = source if source == "llm" else done.get("fallback_reason", "?")
-                    outcomes[outcome] += 1
-                    if hot_outcomes is not None:
-                        hot_outcomes[outcome] += 1
-                    stats[f"e2e:{outcome}"].append(now)
-                    if "llm_estimate" in done.get("timings_ms", {}):
-                        stats["refused_estimate"].append(done["timings_ms"]["llm_estimate"])
+                    if done.get("explanation_source") == "llm":
+                        answer.source = "stored" if done.get("cached") else "live"
+                    else:
+                        answer.source = f"template:{done.get('fallback_reason', '?')}"
+                elif event == "error":
+                    answer.source = "error:sse"
+    return answer
+
+
+def summary(answers: list[Answer]) -> dict[str, object]:
+    done = [a for a in answers if a.done_ms is not None]
+    explained = [a for a in done if a.source in EXPLAINED_BY_MODEL]
+    return {
+        "answers": len(answers),
+        "errors": sum(a.source.startswith("error:") for a in answers),
+        "explained_by_model": round(len(explained) / len(done), 3) if done else None,
+        "stored": sum(a.source == "stored" for a in done),
+        "live": sum(a.source == "live" for a in done),
+        "template": dict(
+            collections.Counter(a.source[9:] for a in done if a.source.startswith("template:"))
+        ),
+        **{
+            f"verdict_p{p}": pct([a.verdict_ms for a in done if a.verdict_ms], p)
+            for p in (50, 95, 99)
+        },
+        **{
+            f"first_text_p{p}": pct([a.first_text_ms for a in done if a.first_text_ms], p)
+            for p in (50, 95)
+        },
+        **{f"done_p{p}": pct([a.done_ms for a in done if a.done_ms], p) for p in (50, 95, 99)},
+        "done_le_800ms": round(sum(a.done_ms <= 800 for a in done if a.done_ms) / len(done), 3)
+        if done
+        else None,
+    }
 
 
 async def level(
-    base: str, names: list[str], clients: int, seconds: float, seed: int, think_s: float
-) -> dict:
+    base: str, products: list[Product], clients: int, seconds: float, seed: int, think_s: float,
+    zh_share: float,
+) -> dict[str, object]:  # fmt: skip
     rng = random.Random(seed)
-    weights = [1.0 / (rank + 1) for rank in range(len(names))]
-    stats: dict[str, list[float]] = collections.defaultdict(list)
-    outcomes: collections.Counter[str] = collections.Counter()
+    weights = [1.0 / (rank + 1) for rank in range(len(products))]
+    answers: list[Answer] = []
     stop_at = time.perf_counter() + seconds
-    hot_outcomes: collections.Counter[str] = collections.Counter()
     limits = httpx.Limits(max_connections=clients + 5, max_keepalive_connections=clients + 5)
 
     async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
@@ -101,61 +149,92 @@ async def level(
             if think_s:  # shoppers arrive spread out, not all in the same millisecond
                 await asyncio.sleep(rng.uniform(0, think_s))
             while time.perf_counter() < stop_at:
-                rank = rng.choices(range(len(names)), weights)[0]
-                name = names[rank]
+                product = rng.choices(products, weights)[0]
+                language = "zh" if rng.random() < zh_share else "en"
+                name = product.zh_name if language == "zh" else product.title
+                question = rng.choice(QUESTIONS[language]).format(name=name)
                 try:
-                    question = rng.choice(QUESTIONS).format(name=name)
-                    hot = hot_outcomes if rank < HOT else None
-                    await one(client, question, stats, outcomes, hot)
+                    answers.append(await one(client, question, language))
                 except httpx.HTTPError as exc:
-                    outcomes[f"transport:{type(exc).__name__}"] += 1
+                    answers.append(Answer(language, f"error:{type(exc).__name__}"))
                 if think_s:
                     await asyncio.sleep(rng.expovariate(1 / think_s))
 
         started = time.perf_counter()
         await asyncio.gather(*(shopper() for _ in range(clients)))
         elapsed = time.perf_counter() - started
-    completed = len(stats["e2e"])
     return {
         "clients": clients,
-        "answers": completed,
-        "answers_per_s": round(completed / elapsed, 2),
-        **{
-            f"{k}_p{p}": round(pct(stats[k], p), 1)
-            for k in ("verdict", "ttft", "e2e")
-            for p in (50, 95, 99)
-        },
-        "e2e_le_800ms": round(sum(v <= 800 for v in stats["e2e"]) / max(1, completed), 3),
-        "outcomes": dict(outcomes.most_common()),
-        "best_seller_outcomes": dict(hot_outcomes.most_common()),
-        "refused_estimate_p50_ms": round(pct(stats["refused_estimate"], 50), 1),
-        "e2e_p95_by_outcome": {
-            k[4:]: round(pct(v, 95), 1) for k, v in stats.items() if k.startswith("e2e:")
-        },
+        "answers_per_s": round(len(answers) / elapsed, 2),
+        "all": summary(answers),
+        **{lang: summary([a for a in answers if a.language == lang]) for lang in ("en", "zh")},
     }
+
+
+def by_popularity(db: Path) -> list[Product]:
+    """Every product, best sellers of last week first (the Zipf rank follows sales)."""
+    store = MarketStore(db)
+    names = {hit.sku: hit for hit in store.all_names()}
+    ranked = [i.sku for i in Rankings(FactsBuilder(store)).top(None, "sales", 7, len(names))]
+    order = ranked + [sku for sku in names if sku not in set(ranked)]
+    store.close()
+    return [
+        Product(
+            names[s].title, names[s].aliases[1] if len(names[s].aliases) > 1 else names[s].title
+        )
+        for s in order
+    ]
+
+
+def store_state(base: str) -> object:
+    return httpx.get(base + "/readyz", timeout=10).json().get("explanations")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="var/demo.db")
-    parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("--levels", default="1,10,50,100")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--levels", default="1,10,50")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--think-ms", type=float, default=0.0,
-                        help="mean think time between a shopper's questions (exponential)")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=1000.0,
+        help="mean think time between a shopper's questions (exponential)",
+    )
+    parser.add_argument(
+        "--zh-share", type=float, default=0.25, help="share of questions asked in Chinese"
+    )
+    parser.add_argument(
+        "--fresh-store",
+        action="store_true",
+        help="serve a copy of the market with an empty explanation store",
+    )
+    parser.add_argument(
+        "--fill-s",
+        type=float,
+        default=0.0,
+        help="let the server fill its store this long before measuring",
+    )
     parser.add_argument("--serve-args", default="", help="extra `worthit serve` arguments")
-    args = parser.parse_args()
-    if not Path(args.db).exists():
-        sys.exit(f"no market at {args.db}: run `worthit simulate --db {args.db}` first")
-    store = MarketStore(args.db)
-    titles = {hit.sku: hit.title for hit in store.all_names()}
-    ranked = Rankings(FactsBuilder(store)).top(None, "sales", 7, len(titles))
-    best = {item.sku for item in ranked}
-    names = [item.title for item in ranked] + [t for s, t in titles.items() if s not in best]
-    store.close()  # popularity (the Zipf rank) follows last week's sales
+    args = parser.parse_args()  # fmt: skip
+    db = Path(args.db)
+    if not db.exists():
+        sys.exit(f"no market at {db}: run `worthit simulate --db {db}` first")
+    products = by_popularity(db)
+    scratch = None
+    if args.fresh_store:
+        scratch = Path(tempfile.mkdtemp(prefix="worthit-bench-"))
+        shutil.copy(db, scratch / "market.db")
+        db = scratch / "market.db"
+        with sqlite3.connect(db) as conn:
+            if conn.execute(
+                "SELECT name FROM sqlite_master WHERE name = 'explanations'"
+            ).fetchone():
+                conn.execute("DELETE FROM explanations")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", args.db, "--port",
+        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(db), "--port",
          str(port), "--threads", str(args.threads), *args.serve_args.split()],
         stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
@@ -168,20 +247,22 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        idle_since = time.monotonic()  # let the server finish warming its best sellers
-        while time.monotonic() - idle_since < 120:
-            health = httpx.get(base + "/healthz", timeout=5).json()
-            if health["running"] == 0 and health["waiting"] == 0:
-                break
-            time.sleep(0.5)
-        asyncio.run(level(base, names, 1, 5, 0, 0.0))  # warm up: calibrate, first prefixes
+        time.sleep(args.fill_s)
+        print(
+            json.dumps({"store_at_start": httpx.get(base + "/readyz").json().get("explanations")})
+        )
         think_s = args.think_ms / 1000
         for i, clients in enumerate(int(x) for x in args.levels.split(",")):
-            result = asyncio.run(level(base, names, clients, args.seconds, i + 1, think_s))
+            result = asyncio.run(
+                level(base, products, clients, args.seconds, i + 1, think_s, args.zh_share)
+            )
             print(json.dumps(result, ensure_ascii=False), flush=True)
+        print(json.dumps({"store_at_end": store_state(base)}))
     finally:
         server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+        server.wait(timeout=60)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
