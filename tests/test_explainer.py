@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from itertools import pairwise
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripted_engine import ScriptedEngine
 from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
-from worthit.engine.engine import Delta as EngineDelta
-from worthit.engine.sequence import FinishReason
 from worthit.explain.explainer import Delta, Explanation
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
@@ -29,35 +27,9 @@ from worthit.explain.templates import template_explanation
 from factories import make_reason, make_sheet, make_verdict
 
 
-class Scripted:
-    """An engine whose one request streams fixed pieces, then stops; it records what it
-    was asked and how many pieces were read."""
-
-    def __init__(self, *pieces: str) -> None:
-        self.pieces = list(pieces)
-        self.calls: list[dict[str, Any]] = []
-        self.consumed = 0
-        self.completion = None
-        self.aborted = False
-
-    def submit(self, **request: Any) -> Scripted:
-        self.calls.append(request)
-        return self
-
-    def __aiter__(self) -> Scripted:
-        return self
-
-    async def __anext__(self) -> EngineDelta:
-        if self.consumed < len(self.pieces):
-            self.consumed += 1
-            return EngineDelta("r", self.pieces[self.consumed - 1], ())
-        if self.consumed == len(self.pieces):
-            self.consumed += 1
-            return EngineDelta("r", "", (), FinishReason.STOP)
-        raise StopAsyncIteration
-
-    def abort(self) -> None:
-        self.aborted = True
+def Scripted(*pieces: str) -> ScriptedEngine:  # noqa: N802 - reads as the fake it makes
+    """An engine whose one request streams these pieces, then stops."""
+    return ScriptedEngine(pieces)
 
 
 BUY = make_verdict(
@@ -73,7 +45,7 @@ BUY = make_verdict(
 )
 
 
-def run(engine: Scripted | None, verdict: Verdict = BUY) -> tuple[str, Explanation]:
+def run(engine: ScriptedEngine | None, verdict: Verdict = BUY) -> tuple[str, Explanation]:
     decision = Decision(
         question="Worth it?",
         intent=parse_intent("Is the Aurora NC700 worth it?"),
@@ -133,7 +105,7 @@ def test_stops_reading_the_model_after_two_sentences() -> None:
     _, final = run(model)
     assert final.source == "llm"
     assert "Third" not in final.text
-    assert model.consumed == 2
+    assert model.streams[0].consumed == 2
 
 
 def test_an_invented_price_falls_back_to_the_template_before_it_is_shown() -> None:
@@ -165,7 +137,7 @@ def test_looping_output_is_cut_off() -> None:
     model = Scripted(*([" buy now"] * 40))
     _, final = run(model)
     assert (final.source, final.fallback_reason) == ("template", "repetitive")
-    assert model.consumed < 10
+    assert model.streams[0].consumed < 10
 
 
 @pytest.mark.parametrize(
