@@ -38,3 +38,20 @@ def test_streamed_answer_in_chinese_with_the_real_model(small_market: Path, tmp_
     explanation_at = out.index("值得现在买")
     assert verdict_at < explanation_at < out.index("timings:")
     assert "explanation: " in out and "Traceback" not in result.stderr
+
+
+def test_the_second_asker_of_the_same_inputs_gets_the_stored_text(
+    small_market: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.db"
+    shutil.copy(small_market, db)
+    first = run_cli("ask", "--db", str(db), "--json", "--as-of", MARKET_AS_OF, "--sku", "S1", "?")
+    assert first.returncode == 0, first.stderr
+    written = json.loads(first.stdout)
+    assert written["explanation_source"] == "llm", "greedy SmolLM2 explains S1 at once"
+    again = run_cli(
+        "ask", "--db", str(db), "--json", "--as-of", MARKET_AS_OF, "Aurora NC700 worth it?"
+    )
+    stored = json.loads(again.stdout)
+    assert (stored["cached"], stored["explanation"]) == (True, written["explanation"])
+    assert stored["generated_at"]

@@ -23,6 +23,8 @@ from worthit.engine.engine import Engine
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.engine.runner import LlamaRunner
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
+from worthit.explain.keys import model_identity
+from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import fixed_clock, iso, now_ms
 
@@ -64,9 +66,12 @@ def ask_command(
         raise typer.Exit(2)
     moment = as_of_ms(as_of)
     engine = None
+    model_id = None
     if not no_llm:
         config = EngineConfig(context_size=ASK_CONTEXT, n_threads=threads, max_sequences=2)
-        engine = Engine(LlamaRunner(resolve_model_path(model), config), config)
+        model_path = resolve_model_path(model)
+        engine = Engine(LlamaRunner(model_path, config), config)
+        model_id = model_identity(model_path)
     try:
         store = _open_or_build(db_path(db))
         if sku is not None and not store.has_sku(sku):
@@ -76,7 +81,13 @@ def ask_command(
         if engine is not None:
             engine.close()
         raise
-    answerer = Answerer(store, engine, clock=now_ms if moment is None else fixed_clock(moment))
+    answerer = Answerer(
+        store,
+        engine,
+        clock=now_ms if moment is None else fixed_clock(moment),
+        explanations=SqliteExplanationStore(store.path) if engine is not None else None,
+        model=model_id,
+    )
     out = Console(highlight=False, soft_wrap=True)
 
     async def answer() -> Finished:
@@ -151,5 +162,6 @@ def _show_end(out: Console, finished: Finished) -> None:
             out.print(explanation.text, markup=False)
         else:
             out.print()
-        out.print(f"[dim]explanation: {explanation.source}[/]")
+        stored = f" (stored, written {explanation.generated_at})" if explanation.cached else ""
+        out.print(f"[dim]explanation: {explanation.source}{stored}[/]")
     print_timings(out, finished)
