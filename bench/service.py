@@ -84,6 +84,11 @@ async def one(client: httpx.AsyncClient, question: str, language: str) -> Answer
         if response.status_code != 200:
             answer.source = f"error:http_{response.status_code}"
             return answer
+        if response.headers.get("content-type", "").startswith("application/json"):
+            body = json.loads(await response.aread())  # no verdict to stream: candidates
+            answer.source = str(body.get("status", "error:json"))
+            answer.done_ms = answer.verdict_ms = (time.perf_counter() - sent) * 1000
+            return answer
         event = None
         async for line in response.aiter_lines():
             if line.startswith("event: "):
@@ -107,11 +112,14 @@ async def one(client: httpx.AsyncClient, question: str, language: str) -> Answer
 
 
 def summary(answers: list[Answer]) -> dict[str, object]:
-    done = [a for a in answers if a.done_ms is not None]
+    done = [a for a in answers if a.done_ms is not None and a.source != "ambiguous"]
     explained = [a for a in done if a.source in EXPLAINED_BY_MODEL]
     return {
         "answers": len(answers),
-        "errors": sum(a.source.startswith("error:") for a in answers),
+        "errors": dict(
+            collections.Counter(a.source[6:] for a in answers if a.source.startswith("error:"))
+        ),
+        "ambiguous": sum(a.source == "ambiguous" for a in answers),
         "explained_by_model": round(len(explained) / len(done), 3) if done else None,
         "stored": sum(a.source == "stored" for a in done),
         "live": sum(a.source == "live" for a in done),

@@ -128,10 +128,14 @@ class ExplanationGenerator:
         try:
             while deadline is None or time.monotonic() < deadline:
                 passed_at = time.monotonic()
-                async for pair in self._plan(deadline):
-                    await jobs.put(pair)
+                missing = [pair async for pair in self._plan(deadline)]
                 self.stats.passes += 1
                 self._publish(progress)
+                for pair in missing:
+                    await self._put_wanted(jobs)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        break
+                    await jobs.put(pair)
                 if until_covered:
                     break
                 await self._serve_wanted(jobs, passed_at + self.rewalk_s, deadline)
@@ -145,17 +149,21 @@ class ExplanationGenerator:
         return self.stats
 
     async def _plan(self, deadline: float | None) -> AsyncIterator[Pair]:
-        """The pairs to write, wanted ones first, then one pass in demand order."""
+        """One pass over the market in demand order: every pair is looked at (the coverage
+        figure is whole once it ends), the ones to write are yielded in that order."""
         for sku, language, weight in self._order():
-            while (wanted := self.answerer.wanted.pop()) is not None:
-                if self._needs(wanted):
-                    yield wanted
             if deadline is not None and time.monotonic() >= deadline:
                 return
             needed = self._needs((sku, language), weight)
             await asyncio.sleep(0)  # a pass reads every product: let requests in between
             if needed:
                 yield (sku, language)
+
+    async def _put_wanted(self, jobs: asyncio.Queue[Pair]) -> None:
+        """What shoppers just missed goes before the rest of the pass."""
+        while (wanted := self.answerer.wanted.pop()) is not None:
+            if self._needs(wanted):
+                await jobs.put(wanted)
 
     async def _serve_wanted(
         self, jobs: asyncio.Queue[Pair], until: float, deadline: float | None
