@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.explain.store import StoredExplanation
 from worthit.facts.sheet import FactSheet, PromotionFact, RatingFacts, WindowStats
 from worthit.market.entities import Review
 
@@ -117,3 +118,19 @@ def make_review(**overrides: Any) -> Review:
         "verified": True,
     }
     return Review(**(fields | overrides))
+
+
+def make_stored(**overrides: Any) -> StoredExplanation:
+    fields: dict[str, Any] = {
+        "key": "k",
+        "text": "Better to wait because a sale is near.",
+        "model": "m@1",
+        "sku": "S2",
+        "language": "en",
+        "verdict": "WAIT",
+        "generated_at_ms": 1_000,
+        "method": "background",
+        "tries": 2,
+        "sampling": "temperature 0.7, seed 1",
+    }
+    return StoredExplanation(**(fields | overrides))

@@ -11,30 +11,20 @@ from hypothesis import strategies as st
 
 from worthit.decide.verdict import VerdictKind
 from worthit.explain.inputs import ExplanationInputs
-from worthit.explain.keys import explanation_key, model_identity
+from worthit.explain.keys import explanation_key as key_of
+from worthit.explain.keys import model_identity
+from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.store import SqliteExplanationStore, StoredExplanation
 from worthit.market.store import MarketStore
 
-from factories import make_reason, make_verdict
+from factories import make_reason, make_stored, make_verdict
 
 POLICY = "best-of-4"
+WAIT_TEXT = "Better to wait because a sale is near."
 
 
-def entry(
-    key: str, text: str | None = "Better to wait because a sale is near."
-) -> StoredExplanation:
-    return StoredExplanation(
-        key=key,
-        text=text,
-        model="m@1",
-        sku="S2",
-        language="en",
-        verdict="WAIT",
-        generated_at_ms=1_000,
-        method="background",
-        tries=2,
-        sampling="temperature 0.7, seed 1",
-    )
+def entry(key: str, text: str | None = WAIT_TEXT) -> StoredExplanation:
+    return make_stored(key=key, text=text)
 
 
 class Clock:
@@ -46,9 +36,14 @@ class Clock:
         return self.ms
 
 
-def inputs(**overrides: object) -> ExplanationInputs:
-    verdict = make_verdict(**overrides)
-    return ExplanationInputs.of("Lumina 55U8 4K Smart TV", verdict)
+def inputs(**overrides: object) -> tuple[list[dict[str, str]], str]:
+    """The prompt (messages, answer prefix) of these inputs."""
+    made = ExplanationInputs.of("Lumina 55U8 4K Smart TV", make_verdict(**overrides))
+    return build_messages(made), answer_prefix(made)
+
+
+def explanation_key(model: str, prompt: tuple[list[dict[str, str]], str], sampling: str) -> str:
+    return key_of(model, *prompt, sampling)
 
 
 def test_the_same_inputs_give_the_same_key_and_any_change_a_new_one() -> None:

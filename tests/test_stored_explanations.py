@@ -16,10 +16,11 @@ from worthit.answer.background import ExplanationGenerator
 from worthit.answer.events import Finished
 from worthit.answer.payload import answer_payload
 from worthit.explain.explainer import ExplanationRun
-from worthit.explain.store import SqliteExplanationStore, StoredExplanation
+from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
 
 from conftest import market_clock
+from factories import make_stored
 
 GOOD = (
     " it is",
@@ -94,17 +95,11 @@ def test_a_stored_text_whose_numbers_stopped_holding_is_not_served(market: Path)
     stale = ExplanationRun(decision.sheet, decision.verdict)
     assert decision.sheet.rating.bayesian != 4.97
     reader.explanations.put(  # type: ignore[union-attr]
-        StoredExplanation(
-            key=reader.key(stale.inputs),
+        make_stored(
+            key=reader.key(stale),
             text=f"{stale.prefix} its buyers rate it 4.97/5.",
-            model="m@1",
             sku="S1",
-            language="en",
             verdict="BUY",
-            generated_at_ms=1,
-            method="background",
-            tries=1,
-            sampling="greedy",
         )
     )
     answer = ask(reader, "Aurora NC700 worth it?")

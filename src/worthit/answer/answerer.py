@@ -26,14 +26,7 @@ from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.resolve import ProductResolver
 from worthit.engine.engine import Engine
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import (
-    DEFAULT_MAX_TOKENS,
-    Delta,
-    Explanation,
-    ExplanationRun,
-    recheck,
-)
-from worthit.explain.inputs import ExplanationInputs
+from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation, ExplanationRun
 from worthit.explain.keys import explanation_key
 from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, StoredExplanation
 from worthit.facts.builder import FactsBuilder
@@ -76,8 +69,9 @@ class Answerer:
     def facts(self) -> FactsCache:
         return self.decider.facts
 
-    def key(self, inputs: ExplanationInputs) -> str:
-        return explanation_key(self.model, inputs, SAMPLING_POLICY)
+    def key(self, run: ExplanationRun) -> str:
+        """The key of `run`'s explanation in the store."""
+        return explanation_key(self.model, run.messages, run.prefix, SAMPLING_POLICY)
 
     async def ask(
         self,
@@ -120,18 +114,22 @@ class Answerer:
             async for item in explain_live(decision, self.engine):
                 yield item
             return
-        sheet, verdict = decision.sheet, decision.verdict
-        assert sheet is not None and verdict is not None
-        inputs = ExplanationInputs.of(sheet.title, verdict)
-        key = self.key(inputs)
+        assert decision.sheet is not None and decision.verdict is not None
+        run = ExplanationRun(decision.sheet, decision.verdict)
+        key = self.key(run)
         stored = self.explanations.get(key) if self.explanations is not None else None
         if stored is not None:
-            async for item in self._from_store(stored, decision):
+            async for item in self._from_store(stored, run, decision.language):
                 yield item
             return
         final: Explanation | None = None
         async for item in explain_live(
-            decision, self.engine, priority=priority, deadline_s=deadline_s, max_tokens=max_tokens
+            decision,
+            self.engine,
+            priority=priority,
+            deadline_s=deadline_s,
+            max_tokens=max_tokens,
+            run=run,
         ):
             if isinstance(item, Delta):
                 yield item
@@ -145,18 +143,16 @@ class Answerer:
         yield final
 
     async def _from_store(
-        self, stored: StoredExplanation, decision: Decision
+        self, stored: StoredExplanation, run: ExplanationRun, language: str
     ) -> AsyncIterator[Delta | Explanation]:
         """The stored text, checked again against the current facts, streamed at once;
         the template when it no longer holds (and the inputs go to the generator)."""
-        sheet, verdict = decision.sheet, decision.verdict
-        assert sheet is not None and verdict is not None
         started = time.perf_counter()
-        why = stale_reason(stored, ExplanationRun(sheet, verdict), now_ms())
+        why = stale_reason(stored, run, now_ms())
         if why is not None or stored.text is None:
-            self.wanted.add(sheet.sku, decision.language)
-            self.metrics.explanations.labels("template", decision.language).inc()
-            yield ExplanationRun(sheet, verdict).fallback(*(why or ("model_failed_checks", ())))
+            self.wanted.add(run.sheet.sku, language)
+            self.metrics.explanations.labels("template", language).inc()
+            yield run.fallback(*(why or ("model_failed_checks", ())))
             return
         end = 0
         for cut in sentence_ends(stored.text):
@@ -164,7 +160,7 @@ class Answerer:
             end = cut
         if end < len(stored.text):
             yield Delta(stored.text[end:])
-        self.metrics.explanations.labels("stored", decision.language).inc()
+        self.metrics.explanations.labels("stored", language).inc()
         elapsed = _ms(started)
         yield Explanation(
             stored.text,
@@ -209,7 +205,7 @@ def stale_reason(
         if now - stored.generated_at_ms < RETRY_FAILED_AFTER_MS:
             return "model_failed_checks", ()
         return "model_failed_before", ()
-    found = recheck(stored.text, run.sheet, run.verdict)
+    found = run.recheck(stored.text)
     return None if found is None else (f"stale_{found[0]}", found[1])
 
 

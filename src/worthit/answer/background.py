@@ -27,7 +27,6 @@ from worthit.decide.decider import DecisionStatus
 from worthit.engine.engine import Engine
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import ExplanationRun
-from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.store import ExplanationStore, StoredExplanation
 from worthit.market.timeutil import now_ms
 
@@ -207,7 +206,7 @@ class ExplanationGenerator:
             return None
         assert decision.sheet is not None and decision.verdict is not None
         run = ExplanationRun(decision.sheet, decision.verdict)
-        stored = self.explanations.get(self.answerer.key(run.inputs))
+        stored = self.explanations.get(self.answerer.key(run))
         if stored is None:
             return _Look(run, write=True, covered=False)
         why = stale_reason(stored, run, now_ms())
@@ -253,16 +252,14 @@ class ExplanationGenerator:
         if generated.engine_failed:
             await asyncio.sleep(ENGINE_BACKOFF_S)
             return
-        self.explanations.put(self._entry(run.inputs, run, pair, generated))
+        self.explanations.put(self._entry(run, pair, generated))
         self._count(generated)
         weight = self._status.get(pair, (0.0, False))[0]
         self._mark(pair, weight, generated.explanation is not None)
 
-    def _entry(
-        self, inputs: ExplanationInputs, run: ExplanationRun, pair: Pair, generated: Generated
-    ) -> StoredExplanation:
+    def _entry(self, run: ExplanationRun, pair: Pair, generated: Generated) -> StoredExplanation:
         return StoredExplanation(
-            key=self.answerer.key(inputs),
+            key=self.answerer.key(run),
             text=None if generated.explanation is None else generated.explanation.text,
             model=self.answerer.model,
             sku=pair[0],

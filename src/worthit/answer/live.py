@@ -73,13 +73,15 @@ async def explain_live(
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
     max_tokens: int = 64,
+    run: ExplanationRun | None = None,
 ) -> AsyncIterator[Delta | Explanation]:
-    """The model's explanation of an answered decision, greedy, as a shopper waits."""
+    """The model's explanation of an answered decision, greedy, as a shopper waits;
+    `run` when the caller has already built the decision's."""
     if needs_no_model(decision):
         yield summary_explanation(decision)
         return
     assert decision.sheet is not None and decision.verdict is not None
-    run = ExplanationRun(decision.sheet, decision.verdict)
+    run = run or ExplanationRun(decision.sheet, decision.verdict)
     if engine is None:
         yield run.fallback("no_model")
         return

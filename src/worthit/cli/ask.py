@@ -111,6 +111,8 @@ def ask_command(
         return finished
 
     finished = run_with_engine(engine, answer, calibrate=deadline_ms is not None)
+    if answerer.explanations is not None:
+        answerer.explanations.close()  # writes the hits' last use, which LRU order reads
     if as_json:
         payload = answer_payload(finished)
         if moment is not None:

@@ -166,6 +166,19 @@ class ExplanationRun:
             timings["llm_first_token"] = self._first_piece_ms
         return tail, Explanation(text, "llm", finish_reason, timings_ms=timings)
 
+    def recheck(self, text: str) -> tuple[str, tuple[str, ...]] | None:
+        """Why a stored explanation may not be shown against this run's facts (the guard
+        and the wording checks its generation passed, run again), or None."""
+        result = check_grounding(text, self._guard.allowed)
+        if not result.ok:
+            return "ungrounded", result.ungrounded
+        if not text.startswith(self.prefix):
+            return "other_verdict", ()
+        why = problem(text[len(self.prefix) :], self.verdict.kind)
+        if why is not None:
+            return why, ()
+        return ("repetitive", ()) if repetitive(text) else None
+
     def fallback(self, why: str, ungrounded: tuple[str, ...] = ()) -> Explanation:
         """The template in place of the model's text, saying why."""
         return Explanation(
@@ -177,21 +190,6 @@ class ExplanationRun:
             streamed="" if self._pending else self._guard.shown,  # pending: nothing shown
             timings_ms={"llm_total": _ms(self._started)},
         )
-
-
-def recheck(text: str, sheet: FactSheet, verdict: Verdict) -> tuple[str, tuple[str, ...]] | None:
-    """Why a stored explanation may not be shown against these facts (the guard and the
-    wording checks its generation passed, run again on the current facts), or None."""
-    result = check_grounding(text, allowed_numbers(sheet, verdict))
-    if not result.ok:
-        return "ungrounded", result.ungrounded
-    prefix = answer_prefix(ExplanationInputs.of(sheet.title, verdict))
-    if not text.startswith(prefix):
-        return "other_verdict", ()
-    why = problem(text[len(prefix) :], verdict.kind)
-    if why is not None:
-        return why, ()
-    return ("repetitive", ()) if repetitive(text) else None
 
 
 _LETTER = re.compile(r"[^\W\d_]")

@@ -12,9 +12,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from worthit.explain.inputs import ExplanationInputs
-from worthit.explain.prompt import answer_prefix, build_messages
-
 _HEAD_BYTES = 16 << 20
 _TAIL_BYTES = 1 << 20
 
@@ -40,11 +37,12 @@ def prompt_bytes(messages: Sequence[dict[str, str]], prefix: str) -> bytes:
     ).encode()
 
 
-def explanation_key(model: str, inputs: ExplanationInputs, sampling: str) -> str:
+def explanation_key(
+    model: str, messages: Sequence[dict[str, str]], prefix: str, sampling: str
+) -> str:
     """SHA-256 (hex) of the model identity, the prompt's bytes and the sampling policy."""
     digest = hashlib.sha256()
-    for part in (model.encode(), prompt_bytes(build_messages(inputs), answer_prefix(inputs)),
-                 sampling.encode()):  # fmt: skip
+    for part in (model.encode(), prompt_bytes(messages, prefix), sampling.encode()):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     return digest.hexdigest()
