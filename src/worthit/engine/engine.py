@@ -281,7 +281,7 @@ class Engine:
 
     def warm(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> bool:
         """Prefill a prompt's full blocks into the prefix cache at low priority, ahead of
-        the questions expected to start with it (the server warms its best sellers).
+        the requests expected to start with it.
         False when it is cached already, being warmed, or the queue is busy."""
         if self._closing:
             return False

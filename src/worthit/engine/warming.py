@@ -1,15 +1,14 @@
 """Prefix warming: prefilling a prompt's full blocks into the prefix cache ahead of the
 questions expected to start with it.
 
-A cold explanation prompt is ~560 tokens, about 1.8 s of prefill on 2 cores, more than a
-whole answer may take, so only a product whose facts are already in the KV can get an
-LLM explanation in time. The server warms its best sellers at start (``warm``). A prompt
-refused for its deadline twice is warmed too (``after_refusal``), but only while the
-engine is otherwise idle: warming on the first refusal cached the long tail, and each
-of those prefixes evicted a best seller's (LRU) from an 8,192-cell cache within
-seconds. Warming requests are the engine's own: low priority, no deadline, one token.
-They are live work, not background: best sellers must be warm before shoppers come, not
-whenever background work allows, so background work counts as idle here and pauses.
+A prompt whose prefill cannot fit a deadline can still be served in time once its shared
+part is in the KV. A caller names the prompts it expects (``warm``); a prompt refused for
+its deadline twice is warmed too (``after_refusal``), but only while the engine is
+otherwise idle: warming on the first refusal cached the long tail, and each of those
+prefixes evicted a more popular one (LRU) from an 8,192-cell cache within seconds.
+Warming requests are the engine's own: low priority, no deadline, one token. They are
+live work, not background: a prompt warmed ahead of its askers must be in the cache
+before they come, not whenever background work allows, so background work pauses.
 """
 
 from __future__ import annotations
