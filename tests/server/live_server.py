@@ -9,16 +9,17 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
+from worthit.server.transport import DEFAULT_LIMITS, TransportLimits, uvicorn_config
+
 
 class LiveServer:
     """uvicorn on a free loopback port in a background thread: the real transport."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: FastAPI, limits: TransportLimits = DEFAULT_LIMITS) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", self.port, limits))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

@@ -20,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from worthit.engine.engine import Engine
+from worthit.server.transport import DEFAULT_LIMITS, TransportLimits, uvicorn_config
 
 ENGINE_NICE = 5
 """Niceness `worthit serve` gives every thread but uvicorn's: on a machine with as many
@@ -40,17 +41,23 @@ def _yield_cpu_to(http: threading.Thread, nice: int) -> None:
                 os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
 
 
-def run(app: FastAPI, engine: Engine, host: str, port: int, engine_nice: int = 0) -> None:
+def run(
+    app: FastAPI,
+    engine: Engine,
+    host: str,
+    port: int,
+    engine_nice: int = 0,
+    limits: TransportLimits = DEFAULT_LIMITS,
+) -> None:
     """Serve app until SIGINT/SIGTERM, driving engine (claimed, not started) here.
     engine_nice > 0 lowers the priority of every thread but uvicorn's (the shopper
-    service does, so a verdict preempts a decode step).
+    service does, so a verdict preempts a decode step); `limits` bound what a
+    connection may hold before the app sees it.
 
     Raises SystemExit(1) when uvicorn could not start (the port is taken, say): it has
     logged why.
     """
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
-    )
+    server = uvicorn.Server(uvicorn_config(app, host, port, limits))
 
     def serve_http() -> None:
         try:
