@@ -78,6 +78,11 @@ def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None
         page = browser.new_page(viewport={"width": 1100, "height": 1400})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        blocked: list[str] = []  # what the page's Content-Security-Policy refused
+        page.on(
+            "console",
+            lambda msg: blocked.append(msg.text) if "Content Security Policy" in msg.text else None,
+        )
         page.add_init_script(RECORDER)
         page.goto(live_service.base_url + "/")
         page.fill("#q", "Aurora NC7")
@@ -85,16 +90,14 @@ def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None
         option.first.wait_for(timeout=20_000)
         option.first.click()
         page.wait_for_selector("#verdict[data-verdict='BUY']", timeout=30_000)
-        page.wait_for_function(
-            "document.getElementById('explanation').getAttribute('aria-busy') === 'false'",
-            timeout=120_000,
-        )
+        page.wait_for_selector("#explanation[aria-busy='false']", timeout=120_000)
         page.wait_for_selector("#chart svg", timeout=20_000)
         word = page.inner_text("#v-word")
         seen = page.evaluate("window.__seen")
         page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
         browser.close()
     assert not errors
+    assert not blocked
     assert word == "Worth buying now"  # the API's verdict_label, not a copy in app.js
     assert seen["verdictAt"] is not None and seen["lengths"]
     first_text_at = seen["lengths"][0][0]

@@ -29,6 +29,14 @@ class Finished:
     """The class the answer ran at: the tenant's ceiling or lower, never higher."""
     timings_ms: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens the model generated for this answer (0 for a stored or template text):
+        what a tenant's LLM budget is charged."""
+        if self.explanation is None:
+            return 0
+        return self.explanation.tokens.get("completion", 0)
+
 
 Event = VerdictReady | Delta | Finished
 

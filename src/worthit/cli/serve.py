@@ -49,6 +49,17 @@ def serve_command(
     deadline_ms: Annotated[
         int, typer.Option(min=100, help="Default latency objective of an answer.")
     ] = 800,
+    open_operations: Annotated[
+        bool,
+        typer.Option(
+            "--open-operations",
+            help="Serve /metrics, /docs and /openapi.json without a key (they need one).",
+        ),
+    ] = False,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(min=1, help="Open connections at once (default 1024); more get 503."),
+    ] = None,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
@@ -56,6 +67,7 @@ def serve_command(
     from worthit.server import runtime
     from worthit.server.app import create_app
     from worthit.server.settings import ServiceSettings
+    from worthit.server.transport import TransportLimits
 
     model_path = resolve_model_path(model)
     if demo and host not in LOOPBACK:
@@ -81,6 +93,7 @@ def serve_command(
         model_path=model_path,
         engine_config=config,
         auth=not demo,
+        open_operations=open_operations,
         default_deadline_ms=deadline_ms,
         background=background,
         explanation_capacity=explanations,
@@ -96,4 +109,9 @@ def serve_command(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
     )
-    runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE)
+    limits = (
+        TransportLimits()
+        if max_connections is None
+        else TransportLimits(max_connections=max_connections)
+    )
+    runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE, limits=limits)

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
@@ -28,9 +29,20 @@ from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
 from worthit.server import chat_api, decide_api, health_api, page, products_api
-from worthit.server.guard import GuardMiddleware
+from worthit.server.guard import (
+    ALWAYS_OPEN,
+    LOOPBACK_HOSTS,
+    OPERATIONS_PATHS,
+    GuardMiddleware,
+)
+from worthit.server.headers import SecurityHeadersMiddleware
 from worthit.server.openai_wire import openai_validation_error
-from worthit.server.problems import ProblemError, handle_problem, problem_response
+from worthit.server.problems import (
+    ProblemError,
+    handle_http_error,
+    handle_problem,
+    problem_response,
+)
 from worthit.server.ratelimit import TenantLimiter
 from worthit.server.settings import ServiceSettings
 from worthit.server.state import ServiceState
@@ -82,16 +94,25 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
             if engine is None:
                 state.engine.close()
 
+    open_paths = ALWAYS_OPEN + (OPERATIONS_PATHS if settings.open_operations else ())
     app = FastAPI(
         title="worthit",
         routes=_routes(with_market=store is not None),
         middleware=[
+            Middleware(SecurityHeadersMiddleware),
             Middleware(ServerTimingMiddleware),
-            Middleware(GuardMiddleware, tenants=tenants, limiter=state.limiter),
+            Middleware(
+                GuardMiddleware,
+                tenants=tenants,
+                limiter=state.limiter,
+                open_paths=open_paths,
+                allowed_hosts=None if settings.auth else LOOPBACK_HOSTS,
+            ),
         ],
         exception_handlers={
             ProblemError: handle_problem,
             RequestValidationError: _invalid_request,
+            HTTPException: handle_http_error,
         },
         lifespan=lifespan,
     )

@@ -23,11 +23,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from worthit.engine.engine import Completion, RequestStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
+from worthit.server.caller import request_priority
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
-from worthit.server.priority import request_priority
 from worthit.server.state import StateDep
-from worthit.server.worthit_chat import MODEL_ID, worthit_chat
+from worthit.server.token_budget import TokenReservation, reserve_tokens
+from worthit.server.worthit_chat import MAX_EXPLANATION_TOKENS, MODEL_ID, worthit_chat
 
 router = APIRouter(tags=["openai"])
 
@@ -53,12 +54,15 @@ async def chat_completions(
     body: ChatCompletionRequest, request: Request, state: StateDep
 ) -> JSONResponse | StreamingResponse:
     priority = request_priority(request, body.priority)
+    asked = body.max_completion_tokens or body.max_tokens
     if body.model == MODEL_ID and state.answerer is not None:
-        return await worthit_chat(body, state, priority)
+        budget = reserve_tokens(request, state.limiter, min(asked or 64, MAX_EXPLANATION_TOKENS))
+        return await worthit_chat(body, state, priority, budget)
     engine = state.running_engine()
+    budget = reserve_tokens(request, state.limiter, asked or DEFAULT_MAX_TOKENS)
     try:
         params = SamplingParams(
-            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+            max_tokens=budget.tokens,
             temperature=body.temperature,
             top_p=body.top_p,
             top_k=body.top_k,
@@ -72,30 +76,25 @@ async def chat_completions(
             deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
             deadline_policy=DeadlinePolicy(body.deadline_policy),
         )
-    except AdmissionRefusedError as exc:
-        code = "deadline_unmeetable" if exc.reason == "deadline" else exc.reason
-        return error_response(503, str(exc), "admission_refused", "deadline_ms", code)
-    except PromptTooLongError as exc:
-        return error_response(400, str(exc), "invalid_request_error", "messages",
-                              "context_length_exceeded")  # fmt: skip
-    except EngineClosedError as exc:
-        return error_response(503, str(exc), "server_error")
-    except ValueError as exc:
-        return error_response(400, str(exc), "invalid_request_error")
+    except (AdmissionRefusedError, PromptTooLongError, EngineClosedError, ValueError) as exc:
+        budget.settle(0)
+        return _refusal(exc)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     extras = {"priority": priority.name.lower()}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
-            _sse(stream, completion_id, created, engine.model_id, include_usage, extras),
+            _sse(stream, budget, completion_id, created, engine.model_id, include_usage, extras),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
     try:
         done = await stream.collect()
+        budget.settle(done.completion_tokens)
     finally:
         stream.abort()  # no-op when finished; frees the KV if the client went away
+        budget.settle(None)
     return JSONResponse(
         completion_object(
             completion_id,
@@ -109,8 +108,21 @@ async def chat_completions(
     )
 
 
+def _refusal(exc: Exception) -> JSONResponse:
+    if isinstance(exc, AdmissionRefusedError):
+        code = "deadline_unmeetable" if exc.reason == "deadline" else exc.reason
+        return error_response(503, str(exc), "admission_refused", "deadline_ms", code)
+    if isinstance(exc, PromptTooLongError):
+        return error_response(400, str(exc), "invalid_request_error", "messages",
+                              "context_length_exceeded")  # fmt: skip
+    if isinstance(exc, EngineClosedError):
+        return error_response(503, str(exc), "server_error")
+    return error_response(400, str(exc), "invalid_request_error")
+
+
 async def _sse(
     stream: RequestStream,
+    budget: TokenReservation,
     completion_id: str,
     created: int,
     model: str,
@@ -118,10 +130,13 @@ async def _sse(
     extras: dict[str, Any],
 ) -> AsyncIterator[str]:
     """Chunks as OpenAI streams them. If the client disconnects, Starlette cancels this
-    generator and the finally clause aborts the request, which frees its KV."""
+    generator and the finally clause aborts the request, which frees its KV, and charges
+    the tenant for the tokens it was sent."""
+    sent = 0
     try:
         yield chat_chunk(completion_id, created, model, {"role": "assistant", "content": ""})
         async for delta in stream:
+            sent += len(delta.token_ids)
             finish = delta.finish_reason.value if delta.finish_reason else None
             if delta.text or finish:
                 content = {"content": delta.text} if delta.text else {}
@@ -135,6 +150,7 @@ async def _sse(
         yield DONE_LINE
     finally:
         stream.abort()
+        budget.settle(sent)
 
 
 def usage(done: Completion) -> dict[str, Any]:

@@ -18,10 +18,12 @@ from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload, candidates_payload, done_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Delta
-from worthit.server.priority import request_priority
+from worthit.server.caller import request_priority
+from worthit.server.fields import Text
 from worthit.server.problems import ProblemError, problem_body
 from worthit.server.sse import sse_event, wants_event_stream
 from worthit.server.state import StateDep
+from worthit.server.token_budget import TokenReservation, reserve_tokens
 
 router = APIRouter()
 
@@ -32,9 +34,9 @@ class DecideRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)
+        Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)
     ]
-    sku: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)] | (
+    sku: Annotated[Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)] | (
         None
     ) = None
     locale: Literal["en", "zh"] | None = None
@@ -55,30 +57,36 @@ async def decide(
     if body.sku is not None and not store.has_sku(body.sku):
         raise ProblemError(404, "Unknown product", f"no product with sku {body.sku!r}", "sku")
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
+    budget = reserve_tokens(request, state.limiter, body.max_tokens)
     events = answerer.ask(
         body.question,
         sku=body.sku,
         language=body.locale,
         priority=request_priority(request),
         deadline_s=deadline_ms / 1000,
-        max_tokens=body.max_tokens,
+        max_tokens=budget.tokens,
     )
     first = await anext(events)
     assert isinstance(first, VerdictReady)
     decision = first.decision
     if decision.status is not DecisionStatus.ANSWERED:
         await events.aclose()
+        budget.settle(0)
         return _unanswered(decision, body.question)
     request.state.server_timing = {"decide": first.timings_ms["to_verdict"]}
     if wants_event_stream(accept):
         return StreamingResponse(
-            _stream(first, events),
+            _stream(first, events, budget),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
-    async for event in events:
-        if isinstance(event, Finished):
-            return JSONResponse(answer_payload(event))
+    try:
+        async for event in events:
+            if isinstance(event, Finished):
+                budget.settle(event.generated_tokens)
+                return JSONResponse(answer_payload(event))
+    finally:
+        budget.settle(None)
     raise AssertionError("the answer flow ends with Finished")
 
 
@@ -108,7 +116,9 @@ def _unanswered(decision: Decision, question: str) -> JSONResponse:
     )
 
 
-async def _stream(first: VerdictReady, events: AsyncGenerator[Event]) -> AsyncIterator[str]:
+async def _stream(
+    first: VerdictReady, events: AsyncGenerator[Event], budget: TokenReservation
+) -> AsyncIterator[str]:
     """The SSE events. A client that goes away closes this generator, which closes the
     flow at once, and the flow aborts its engine request (freeing its KV)."""
     verdict = verdict_payload(first.decision)
@@ -120,6 +130,9 @@ async def _stream(first: VerdictReady, events: AsyncGenerator[Event]) -> AsyncIt
                 if isinstance(event, Delta):
                     yield sse_event("token", {"text": event.text})
                 elif isinstance(event, Finished):
+                    budget.settle(event.generated_tokens)
                     yield sse_event("done", done_payload(event))
         except Exception as exc:  # the verdict is out: say what broke, do not cut the stream
             yield sse_event("error", problem_body(500, "Explanation failed", str(exc)))
+        finally:
+            budget.settle(None)

@@ -1,8 +1,9 @@
 """Request body of POST /v1/chat/completions, as the OpenAI API defines it, plus the
-two worthit extensions ``priority`` and ``deadline_ms``.
+worthit extensions ``priority``, ``deadline_ms`` and ``deadline_policy``.
 
 Unknown fields are ignored (OpenAI clients send many we do not use); known fields are
-validated strictly, so a bad value gets a 400 naming the field.
+validated strictly, so a bad value gets a 400 naming the field. Every number has an
+upper bound: an unbounded integer reaches arithmetic that overflows (a 500, not a 400).
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from worthit.server.fields import Text
+
+MAX_COMPLETION_TOKENS = 2048
+"""The most a plain chat request may generate (the context is shared by every request)."""
+MAX_DEADLINE_MS = 600_000
+
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: Text
 
 
 class StreamOptions(BaseModel):
@@ -28,20 +35,20 @@ class StreamOptions(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = None
+    model: Text | None = None
     messages: list[Message] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_COMPLETION_TOKENS)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_COMPLETION_TOKENS)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=0)
-    seed: int | None = None
-    stop: str | list[str] | None = None
+    top_k: int = Field(default=0, ge=0, le=1_000_000)
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**64)
+    stop: Text | list[Text] | None = Field(default=None, max_length=4)
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
     priority: Literal["high", "medium", "low"] = "medium"
-    deadline_ms: int | None = Field(default=None, ge=1)
+    deadline_ms: int | None = Field(default=None, ge=1, le=MAX_DEADLINE_MS)
     deadline_policy: Literal["complete", "sentence"] = "complete"
     """complete: admitted only when max_tokens are expected by the deadline; sentence:
     admitted when a first sentence fits, stopped at a sentence end (finish_reason

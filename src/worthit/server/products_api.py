@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from worthit.decide.rules import decide_verdict
 from worthit.market.timeutil import DAY_MS, iso
+from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
 from worthit.server.state import StateDep
 
 router = APIRouter(tags=["products"])
 
 FACTS_CACHE_CONTROL = "public, max-age=5, stale-while-revalidate=30"
+"""Keyless (the demo): any cache, a CDN included, may hold a fact sheet for 5 s."""
+KEYED_FACTS_CACHE_CONTROL = "private, max-age=5"
+"""With a key: the caller's own cache only. "public" would let a shared cache store an
+authorized response (RFC 9111, 3.5) and hand it to callers without the key."""
 
 
 @router.get("/v1/products")
@@ -43,6 +48,7 @@ async def search_products(
 @router.get("/v1/products/{sku}/facts", response_model=None)
 async def product_facts(
     sku: str,
+    request: Request,
     state: StateDep,
     locale: Annotated[Literal["en", "zh"], Query()] = "en",
     if_none_match: Annotated[str | None, Header()] = None,
@@ -53,7 +59,14 @@ async def product_facts(
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
     etag = f'"{sheet.version}-{locale}"'
-    headers = {"ETag": etag, "Cache-Control": FACTS_CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    if request_tenant(request) is None:
+        headers = {"ETag": etag, "Cache-Control": FACTS_CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    else:
+        headers = {
+            "ETag": etag,
+            "Cache-Control": KEYED_FACTS_CACHE_CONTROL,
+            "Vary": "Accept-Encoding, Authorization",
+        }
     if if_none_match and etag in {tag.strip() for tag in if_none_match.split(",")}:
         return Response(status_code=304, headers=headers)
     verdict = decide_verdict(sheet, locale)

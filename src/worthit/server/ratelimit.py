@@ -184,16 +184,20 @@ class TenantLimiter:
         self._tenants: dict[str, _TenantBuckets] = {}
         self._lock = threading.Lock()
 
-    def admit(self, tenant: str, limits: Limits, llm_tokens: int = 0) -> Admission:
-        """Charge one request and ``llm_tokens`` tokens, or nothing and say how long to wait."""
+    def admit(
+        self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
+    ) -> Admission:
+        """Charge ``requests`` requests and ``llm_tokens`` tokens, or nothing and say how
+        long to wait (the guard charges a request, a handler reserves its tokens)."""
         buckets = self._buckets(tenant, limits)
         with buckets.lock:
             buckets.apply(limits)
-            request_wait = buckets.requests.wait_for(1)
+            request_wait = buckets.requests.wait_for(requests) if requests else 0.0
             token_wait = buckets.llm_tokens.wait_for(llm_tokens) if llm_tokens else 0.0
             if request_wait == 0.0 and token_wait == 0.0:
                 # Both buckets only gain tokens while this lock is held, so both takes succeed.
-                buckets.requests.try_take(1)
+                if requests:
+                    buckets.requests.try_take(requests)
                 if llm_tokens:
                     buckets.llm_tokens.try_take(llm_tokens)
                 return Admission(0.0)

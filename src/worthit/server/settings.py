@@ -19,7 +19,11 @@ class ServiceSettings:
     """The GGUF to load at start-up, when no engine is handed to `create_app`."""
     engine_config: EngineConfig | None = None
     auth: bool = True
-    """API keys required on every route but the open ones (`--demo` turns it off)."""
+    """API keys required on every route but the open ones (`--demo` turns it off, and
+    then the service answers only to loopback Host names)."""
+    open_operations: bool = False
+    """With auth on, leave /metrics, /docs and /openapi.json open without a key (for a
+    Prometheus scraper on a private network); off, they need a key like /v1."""
     default_deadline_ms: int = 800
     explanation_capacity: int = DEFAULT_CAPACITY
     """Explanations the store keeps (least recently used out first)."""

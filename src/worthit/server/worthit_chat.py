@@ -24,6 +24,7 @@ from worthit.explain.explainer import Delta
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
 from worthit.server.state import ServiceState
+from worthit.server.token_budget import TokenReservation
 from worthit.text.sentences import last_sentence_end
 
 MODEL_ID = "worthit"
@@ -31,10 +32,15 @@ MAX_EXPLANATION_TOKENS = 256
 
 
 async def worthit_chat(
-    body: ChatCompletionRequest, state: ServiceState, priority: Priority
+    body: ChatCompletionRequest,
+    state: ServiceState,
+    priority: Priority,
+    budget: TokenReservation,
 ) -> JSONResponse | StreamingResponse:
+    """The answer flow in chat form; `budget` is settled with what the model generated."""
     question = next((m.content for m in reversed(body.messages) if m.role == "user"), "").strip()
     if not question:
+        budget.settle(0)
         return error_response(400, "messages: no user message to answer", "invalid_request_error",
                               "messages")  # fmt: skip
     _, answerer = state.market()
@@ -43,10 +49,9 @@ async def worthit_chat(
         question,
         priority=priority,
         deadline_s=deadline_ms / 1000,
-        max_tokens=min(body.max_completion_tokens or body.max_tokens or 64,
-                       MAX_EXPLANATION_TOKENS),
-    )  # fmt: skip
-    pieces = _pieces(events)
+        max_tokens=budget.tokens,
+    )
+    pieces = _pieces(events, budget)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     if body.stream:
@@ -67,7 +72,7 @@ async def worthit_chat(
 
 
 async def _pieces(
-    events: AsyncGenerator[Event],
+    events: AsyncGenerator[Event], budget: TokenReservation
 ) -> AsyncGenerator[tuple[str, dict[str, Any] | None]]:
     """(text, None) pieces, then ("", the answer's JSON) once.
 
@@ -77,17 +82,21 @@ async def _pieces(
     released = ""
     buffer = ""
     async with aclosing(events):
-        async for event in events:
-            if isinstance(event, VerdictReady):
-                yield _lead(event.decision), None
-            elif isinstance(event, Delta):
-                buffer += event.text
-                end = last_sentence_end(buffer)
-                if end > len(released):
-                    yield buffer[len(released) : end], None
-                    released = buffer[:end]
-            else:
-                yield _tail(event, bool(released)), answer_payload(event)
+        try:
+            async for event in events:
+                if isinstance(event, VerdictReady):
+                    yield _lead(event.decision), None
+                elif isinstance(event, Delta):
+                    buffer += event.text
+                    end = last_sentence_end(buffer)
+                    if end > len(released):
+                        yield buffer[len(released) : end], None
+                        released = buffer[:end]
+                else:
+                    budget.settle(event.generated_tokens)
+                    yield _tail(event, bool(released)), answer_payload(event)
+        finally:
+            budget.settle(None)
 
 
 def _tail(finished: Finished, released: bool) -> str:

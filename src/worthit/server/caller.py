@@ -1,0 +1,34 @@
+"""Who a request is from (the tenant the guard authenticated) and what it may ask for.
+
+A key's class is a ceiling on every route: a request may ask for a lower class, never a
+higher one (OWASP API5, function-level authorization). Without auth (the demo) there is
+no tenant and a request gets the class it asks for, medium by default.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+from starlette.types import Scope
+
+from worthit.engine.sequence import Priority
+from worthit.server.tenants import Tenant
+
+TENANT_KEY = "tenant"
+"""Where the guard middleware leaves the authenticated tenant in the request's state."""
+
+
+def remember_tenant(scope: Scope, tenant: Tenant) -> None:
+    scope.setdefault("state", {})[TENANT_KEY] = tenant
+
+
+def request_tenant(request: Request) -> Tenant | None:
+    tenant = request.scope.get("state", {}).get(TENANT_KEY)
+    return tenant if isinstance(tenant, Tenant) else None
+
+
+def request_priority(request: Request, asked: str | None = None) -> Priority:
+    wanted = Priority[asked.upper()] if asked else Priority.MEDIUM
+    tenant = request_tenant(request)
+    if tenant is None:
+        return wanted
+    return max(wanted, Priority[tenant.priority.name])  # a larger value is a lower class
