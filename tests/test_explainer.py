@@ -100,6 +100,15 @@ def test_one_paragraph_without_a_list_marker(pieces: tuple[str, ...], kept: str 
         assert (final.source, final.text) == ("llm", f"Worth buying now {kept}")
 
 
+def test_a_false_comparison_falls_back_naming_the_claim() -> None:
+    """Both numbers are facts (the price 299, the all-time low 249); the claim is not."""
+    model = Scripted(" at $299, which is lower than the all-time low of $249. ")
+    _, final = run(model)
+    assert final.source == "template"
+    assert final.fallback_reason == "false_comparison"
+    assert final.ungrounded == ("$299, which is lower than the all-time low of $249",)
+
+
 def test_stops_reading_the_model_after_two_sentences() -> None:
     model = Scripted(" a. ", "Price is low. ", "Third one. ", "Fourth.", "Fifth.")
     _, final = run(model)

@@ -1,3 +1,4 @@
+import itertools
 from decimal import Decimal
 
 import pytest
@@ -5,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worthit.explain.guard import GuardResult, allowed_numbers, check_grounding
+from worthit.explain.guarded_stream import GuardedStream
 
 from factories import make_promotion, make_reason, make_sheet, make_verdict
 
@@ -168,3 +170,176 @@ def test_numbers_in_a_title_are_numbers_even_when_they_look_like_a_date() -> Non
     sheet = make_sheet(title="Halden Junior 24 Bike, Size 10/11")
     grounds = allowed_numbers(sheet, make_verdict(reasons=()))
     assert check_grounding("It fits size 11 riders on a 24 frame.", grounds).ok
+
+
+def test_a_false_comparison_of_grounded_numbers_fails() -> None:
+    """Issue 9: both numbers are facts, the claim between them is false."""
+    sheet = make_sheet(current_price=260.79, all_time_low=260.19)
+    grounds = allowed_numbers(sheet, make_verdict(reasons=()))
+    text = "$260.79, which is lower than the all-time low of $260.19"
+    result = check_grounding(text, grounds)
+    assert not result.ok
+    assert result.ungrounded == ()
+    assert result.false_comparisons == (text,)
+    assert check_grounding(f"Now {text}.", grounds).false_comparisons == (text,)
+
+
+def test_a_true_comparison_passes() -> None:
+    text = "$260.19, lower than the 90-day average of $280.00."
+    assert check_grounding(text, allowed("260.19", "280", "90")) == GuardResult(
+        ok=True, numbers=("260.19", "90", "280.00"), ungrounded=()
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("At $299 it is higher than the all-time low of $249.", True),
+        ("At $249 it is higher than the 90-day low of $279.", False),
+        ("$299 is above the all-time low of $249.", True),
+        ("$249 is above the 90-day low of $279.", False),
+        ("$279, still below the list price of $349.", True),
+        ("$349, which is below the 90-day low of $279.", False),
+        ("$279, which is below the 90-day low of $279.", False),  # equal is not below
+        ("$259, under the list price of $349.", True),
+        ("$259, over the list price of $349.", False),
+        ("$349, well over the sale price of $259.", True),
+        ("$259 is less than $299.", True),
+        ("$299 is less than $259.", False),
+        ("$299, more than the 90-day low of $279.", True),
+        ("$299, cheaper than the list price of $349.", True),
+        ("$349, cheaper than $299 today.", False),
+        ("$349, more expensive than the $299 it sold for last week.", True),
+        ("$299 exceeds the 90-day low of $279.", True),
+        ("$249 exceeds the 90-day low of $279.", False),
+        ("3.2万, which is higher than 2.8万.", True),  # values after their multipliers
+        ("现价260.79元，低于历史最低价260.19元。", False),
+        ("现价260.19元，低于90天均价280元。", True),
+        ("现价299元，高于历史最低价249元。", True),
+        ("现价249元，高于90天最低价279元。", False),
+        ("现价260.79元，比历史最低价260.19元还低。", False),
+        ("现价260.19元，比90天均价280元便宜。", True),
+        ("现价349元，比促销价259元贵。", True),
+        ("现价259元，比原价349元高。", False),
+        ("299元高于249元", True),
+        ("249元高于279元", False),
+    ],
+)
+def test_comparisons_must_hold_as_written(text: str, ok: bool) -> None:
+    grounds = allowed("260.79", "260.19", "280", "90", "299", "249", "279", "349", "259")
+    grounds |= allowed("32000", "28000")
+    result = check_grounding(text, grounds)
+    assert result.ungrounded == ()
+    assert result.ok is ok
+    assert len(result.false_comparisons) == (0 if ok else 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "$260.79, lower than usual.",  # one side is no number
+        "$260.79, lower than the all-time low.",
+        "现价260.79元，低于平时。",
+        "现价260.79元，比平时便宜。",
+        "It is 12% lower than $300.",  # a percentage against a price
+        "It is only 2.4% above its all-time low of $249.00.",
+        "$260.79 is not lower than the all-time low of $260.19.",  # negations are skipped
+        "现价260.79元，不低于历史最低价260.19元。",
+        "现价260.79元，不比历史最低价260.19元低。",
+        "At $280, it is $20 higher than the all-time low of $260.",  # $20 is a difference
+        "The price is $20 higher than the all-time low of $260.",
+        "现价280元，比历史最低价260元高20元，高于90天均价270元。",
+        "Down from $300, below the 90-day average of $280.",  # $300 is where it started
+        "$260, lower than the $280 average, lower than the $270 list price.",
+        "现价260元，低于均价280元，也低于上月的270元。",
+        "In 30 days it fell 3.2%, above the 90-day low of 279.",  # a duration is no side
+        "Rated 4.3/5 by 128 buyers, lower than 4.5.",  # a ratio is no side
+        "$260, lower than the 618 sale price of $259.",  # which number? skipped
+        "$259.00, $1 less than the 618 sale.",
+        "$260, less than or equal to $260.",
+        "$300, more than half the $400 list price.",
+        "The NC700 is below $800.",  # a model code is no number of its own
+        "$260, up 3% over 30 days.",
+        "比上周便宜15%，现价260元。",
+    ],
+)
+def test_comparisons_that_cannot_be_read_for_sure_are_not_judged(text: str) -> None:
+    numbers = ("260.79", "260.19", "300", "12", "2.4", "249", "280", "20", "260", "270")
+    grounds = allowed(*numbers, "30", "3.2", "279", "4.3", "5", "128", "4.5", "618")
+    grounds |= allowed("259", "1", "400", "700", "800", "3", "90", "15")
+    result = check_grounding(text, grounds)
+    assert result.false_comparisons == ()
+    assert result.ok, result
+
+
+_PRICES = st.decimals(min_value=1, max_value=10**6, places=2, allow_nan=False)
+_SENTENCES = [
+    ("${a:,.2f}, which is {word} the all-time low of ${b:,.2f}.", "lower than", "higher than"),
+    ("${a:,.2f} is {word} the 90-day average of ${b:,.2f}.", "below", "above"),
+    ("At ${a:,.2f}, it is {word} ${b:,.2f}.", "cheaper than", "more expensive than"),
+    ("${a:,.2f}, just {word} the list price of ${b:,.2f}", "under", "over"),
+    ("现价{a:.2f}元，{word}历史最低价{b:.2f}元。", "低于", "高于"),
+    ("现价{a:.2f}元，比历史最低价{b:.2f}元{word}。", "低", "高"),
+    ("{a:.2f}元比{b:.2f}元{word}", "便宜", "贵"),
+]
+
+
+@settings(max_examples=300)
+@given(_PRICES, _PRICES, st.sampled_from(_SENTENCES))
+def test_a_comparison_passes_with_the_right_word_and_fails_with_the_wrong_one(
+    a: Decimal, b: Decimal, sentence: tuple[str, str, str]
+) -> None:
+    template, lower, higher = sentence
+    grounds = {a, b, Decimal(90)}
+
+    def ok(word: str) -> bool:
+        return check_grounding(template.format(a=a, b=b, word=word), grounds).ok
+
+    if a == b:
+        assert not ok(lower) and not ok(higher)
+    else:
+        right, wrong = (lower, higher) if a < b else (higher, lower)
+        assert ok(right)
+        assert not ok(wrong)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_PRICES, _PRICES, st.sampled_from(_SENTENCES), st.data())
+def test_a_true_comparison_is_never_refused_while_it_streams(
+    a: Decimal, b: Decimal, sentence: tuple[str, str, str], data: st.DataObject
+) -> None:
+    """The streaming guard checks every released prefix: "lower than the 90-d" must not be
+    read as a comparison with 90."""
+    template, lower, higher = sentence
+    if a == b:
+        return
+    text = template.format(a=a, b=b, word=lower if a < b else higher)
+    cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=len(text)))
+    bounds = sorted({0, len(text), *cuts})
+    stream = GuardedStream({a, b, Decimal(90)}, max_sentences=5)
+    for start, end in itertools.pairwise(bounds):
+        stream.feed(text[start:end])
+    stream.finish()
+    assert stream.shown == text
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ("At $299, below the 90-day average of $309.25 and above the low of $249.", True),
+        ("At $299, below the 90-day average of $309.25 and above the low of $349.", False),
+        ("$260, lower than the $280 average, lower than the $270 list price.", True),
+        ("$260, lower than the $280 average, lower than the $250 low.", False),
+        ("现价299元，低于90天均价309.25元，高于历史最低价249元。", True),
+        ("现价299元，低于90天均价309.25元，高于历史最低价349元。", False),
+        ("现价299元，比90天均价309.25元低，比历史最低价249元高。", True),
+        ("现价299元，比90天均价309.25元低，比历史最低价349元高。", False),
+        # "which" may mean the average: the second comparison is not judged
+        ("At $299, below the 90-day average of $309.25, which is above the list of $349.", True),
+    ],
+)
+def test_a_chain_of_comparisons_compares_with_its_first_number(text: str, ok: bool) -> None:
+    grounds = allowed("299", "309.25", "249", "349", "260", "280", "270", "250", "90")
+    result = check_grounding(text, grounds)
+    assert result.ok is ok
+    assert len(result.false_comparisons) == (0 if ok else 1)

@@ -36,6 +36,7 @@ class Explanation:
     finish_reason: str
     fallback_reason: str | None = None
     ungrounded: tuple[str, ...] = ()
+    """What the guard named: the numbers no fact backs, or the false comparisons."""
     streamed: str = ""
     """What had been shown from the model before a fallback (empty when kept)."""
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -98,7 +99,7 @@ class ExplanationRun:
         try:
             out = self._pending + self._guard.feed(piece)
         except UngroundedError as exc:
-            raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
+            raise FallbackError(self.fallback(*exc.result.failure)) from None
         self._pending = ""
         if repetitive(self._guard.text):
             raise FallbackError(self.fallback("repetitive"))
@@ -147,7 +148,7 @@ class ExplanationRun:
             self._pending += self._guard.feed(self._shape("", last=True))
             tail = self._pending + self._guard.finish()
         except UngroundedError as exc:
-            raise FallbackError(self.fallback("ungrounded", exc.result.ungrounded)) from None
+            raise FallbackError(self.fallback(*exc.result.failure)) from None
         self._pending = ""
         text = " ".join(self._guard.shown.split())
         if _looks_cut(text) and text[len(self.prefix) :].strip():
@@ -171,7 +172,7 @@ class ExplanationRun:
         and the wording checks its generation passed, run again), or None."""
         result = check_grounding(text, self._guard.allowed)
         if not result.ok:
-            return "ungrounded", result.ungrounded
+            return result.failure
         if not text.startswith(self.prefix):
             return "other_verdict", ()
         why = problem(text[len(self.prefix) :], self.verdict.kind)

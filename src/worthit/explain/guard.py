@@ -27,6 +27,10 @@ Matching rule:
    date (2026-11-29) must be one of the dates, whole: 2026-12-13 fails even when 12 and 13
    are days of other dates.
 5. Nothing else is free: no small counts, no ordinals, no numbers from the question.
+6. Grounded numbers can still make a false claim: where a comparison word joins two of
+   them ("$260.79, which is lower than the all-time low of $260.19", "低于", "比…便宜"),
+   their written values must be in that order (`worthit.explain.comparisons` says which
+   shapes are read; any other is skipped, never refused).
 
 Check whole sentences: a number split across two streamed tokens reads as two numbers.
 """
@@ -50,6 +54,7 @@ from decimal import (
 )
 
 from worthit.decide.verdict import Verdict
+from worthit.explain.comparisons import Number, false_comparisons
 from worthit.facts.sheet import FactSheet
 
 _LABELS = frozenset(Decimal(n) for n in (3, 5, 30, 90))
@@ -96,7 +101,19 @@ class GuardResult:
     numbers: tuple[str, ...]
     """Every number found, as read after NFKC (multiplier included), in order."""
     ungrounded: tuple[str, ...]
-    """The ones that matched no allowed number; empty exactly when `ok`."""
+    """The ones that matched no allowed number."""
+    false_comparisons: tuple[str, ...] = ()
+    """Each comparison between written numbers that does not hold, as written from its
+    first number to its second ("260.79, which is lower than the all-time low of $260.19");
+    `ok` exactly when this and `ungrounded` are empty."""
+
+    @property
+    def failure(self) -> tuple[str, tuple[str, ...]]:
+        """Why the text fails, as a fallback reason and what it names: "ungrounded" and
+        the numbers no fact backs, else "false_comparison" and the claims that do not hold."""
+        if self.ungrounded or not self.false_comparisons:
+            return "ungrounded", self.ungrounded
+        return "false_comparison", self.false_comparisons
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +183,30 @@ def allowed_numbers(sheet: FactSheet, verdict: Verdict) -> Grounds:
 
 
 def check_grounding(text: str, allowed: Grounds | Iterable[Decimal]) -> GuardResult:
-    """Whether every number in `text` is allowed, after the rounding the text used."""
+    """Whether every number in `text` is allowed, after the rounding the text used, and
+    every comparison between two of them holds."""
     grounds = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
     normal = unicodedata.normalize("NFKC", text)
     iso = list(_ISO_SPAN.finditer(normal))
     written = _scan(normal)
     ungrounded = [w.text for w in written if not _within(w, iso) and not w.grounded(grounds)]
     ungrounded += [m[0] for m in iso if _iso_day(m) not in grounds.dates]
+    numbers = [
+        Number(
+            w.text,
+            _DECIMAL.multiply(w.value, w.multiplier),
+            w.start,
+            w.end,
+            w.in_date or _within(w, iso),
+        )
+        for w in written
+    ]
+    false = false_comparisons(normal, numbers)
     return GuardResult(
-        ok=not ungrounded, numbers=tuple(w.text for w in written), ungrounded=tuple(ungrounded)
+        ok=not ungrounded and not false,
+        numbers=tuple(w.text for w in written),
+        ungrounded=tuple(ungrounded),
+        false_comparisons=false,
     )
 
 

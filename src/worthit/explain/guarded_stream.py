@@ -21,7 +21,8 @@ its month ("13 " before "November") counts as one."""
 
 class UngroundedError(ValueError):
     def __init__(self, result: GuardResult) -> None:
-        super().__init__("ungrounded numbers: " + ", ".join(result.ungrounded))
+        why, named = result.failure
+        super().__init__(f"{why}: " + "; ".join(named))
         self.result = result
 
 
