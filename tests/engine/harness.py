@@ -51,6 +51,7 @@ class Harness:
         max_tokens: int = 4,
         base: int = 100,
         required_tokens: int = 1,
+        tenant: str = "",
     ) -> Sequence:
         seq = Sequence(
             request_id=rid,
@@ -61,6 +62,7 @@ class Harness:
             arrival=self.now,
             detokenizer=Detokenizer(self.runner.piece),
             required_tokens=required_tokens,
+            tenant=tenant,
         )
         self.scheduler.add(seq)
         return seq

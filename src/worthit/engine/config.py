@@ -70,6 +70,25 @@ class EngineConfig:
     (measured on the demo market: warming on the first refusal kept the best sellers'
     prompts out of a 8,192-cell cache within seconds)."""
 
+    max_sequences_per_tenant: int | None = None
+    """Running live requests one tenant may hold while another tenant's request of the
+    same class waits; None means half of max_sequences (at least 1). Work-conserving:
+    a tenant alone may fill every slot, since a slot left empty helps nobody, but once
+    another tenant waits, the capped tenant's next requests wait behind it. Half, so
+    two contending tenants split the batch and a tenant that arrives while another
+    holds the batch finds a slot as soon as the other drops under its half. Running
+    requests are never preempted for it (see docs/engine.md, "Fair share between
+    tenants")."""
+
+    tenant_prompt_weight: float = 1.0
+    """Service a tenant is charged per prompt token computed for it (the prefix cache's
+    tokens are free): w_p of the virtual token counter."""
+
+    tenant_output_weight: float = 2.0
+    """Service charged per generated token: w_q, twice w_p as in the VTC paper (and as
+    API prices rate output against input): a prompt token is one row of a batched
+    prefill, a generated token holds a sequence slot for a whole step."""
+
     max_waiting: int = 256
     """Queue length beyond which new requests are refused instead of queued."""
 
@@ -130,6 +149,10 @@ class EngineConfig:
             raise ValueError("max_background_step_s must be positive, its queue not negative")
         if not 0 < self.expected_length_quantile < 1:
             raise ValueError("expected_length_quantile must be in (0, 1)")
+        if self.max_sequences_per_tenant is not None and self.max_sequences_per_tenant < 1:
+            raise ValueError("max_sequences_per_tenant must be at least 1")
+        if self.tenant_prompt_weight < 0 or self.tenant_output_weight < 0:
+            raise ValueError("tenant weights must not be negative")
 
     @property
     def num_blocks(self) -> int:
@@ -138,3 +161,10 @@ class EngineConfig:
     @property
     def num_seq_ids(self) -> int:
         return self.max_sequences + self.max_cached_prefixes
+
+    @property
+    def tenant_sequences(self) -> int:
+        """max_sequences_per_tenant with its default applied."""
+        if self.max_sequences_per_tenant is not None:
+            return self.max_sequences_per_tenant
+        return max(1, self.max_sequences // 2)

@@ -43,6 +43,7 @@ from worthit.engine.records import RequestRecord, deltas, note_step
 from worthit.engine.runner import LlamaRunner, Runner
 from worthit.engine.scheduler import Scheduler, StepPlan, Update
 from worthit.engine.sequence import (
+    ANONYMOUS,
     DeadlinePolicy,
     FinishReason,
     Priority,
@@ -81,6 +82,8 @@ class EngineStatus:
     """Background requests holding KV: generating while no live work runs, else paused."""
     background_waiting: int
     """Background requests queued (at most max_background_waiting admitted)."""
+    tenants: int = 0
+    """Tenants with live requests queued or running (anonymous requests are one)."""
 
 
 @dataclass
@@ -140,6 +143,10 @@ class Engine:
         """When the engine thread last had live work (the re-probe waits for a gap)."""
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._tokenizing = 0
+        self._tokenized = threading.Condition()
+        """Prompts being tokenised outside the engine thread: close() waits for them
+        before it frees the model they read."""
 
     @classmethod
     def from_gguf(cls, model_path: str | Path, config: EngineConfig | None = None) -> Engine:
@@ -192,6 +199,8 @@ class Engine:
         self.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        with self._tokenized:
+            self._tokenized.wait_for(lambda: self._tokenizing == 0)
         self.runner.close()
 
     def __enter__(self) -> Engine:
@@ -214,6 +223,7 @@ class Engine:
         request_id: str | None = None,
         answer_prefix: str = "",
         deadline_policy: DeadlinePolicy = DeadlinePolicy.SENTENCE,
+        tenant: str | None = None,
     ) -> RequestStream:
         """Queue a request; call from a running event loop.
 
@@ -223,18 +233,100 @@ class Engine:
         default deadline applies, and ``deadline_policy`` says what it promises.
         ``Priority.BACKGROUND`` is work nobody waits for: no deadline (giving one is a
         ValueError), its own queue, tokens only when no live request needs the engine.
+        ``tenant`` is who asked (an API key's tenant): inside a class the engine shares
+        itself fairly between tenants; None is the anonymous tenant, one like any other.
         Raises AdmissionRefusedError when the deadline cannot be met or the queue is
         full, PromptTooLongError when the prompt cannot fit.
+
+        The prompt is tokenised here, on the caller's loop, which serves nothing else
+        meanwhile: 18 ms for 64 KiB of text, 0.3 s for a 64 KiB conversation that must
+        drop old turns to fit (docs/engine.md); ``submit_async`` does it on a thread.
         """
+        started = self._check(priority, deadline_s)
+        params = params or SamplingParams()
+        tokens, dropped = self._tokens(prompt, messages, params.max_tokens, answer_prefix)
+        return self._queue(
+            tokens, dropped, started, params, priority, deadline_s, request_id,
+            deadline_policy, tenant,
+        )  # fmt: skip
+
+    async def submit_async(
+        self,
+        prompt: str | Sequence[int] | None = None,
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        params: SamplingParams | None = None,
+        priority: Priority = Priority.MEDIUM,
+        deadline_s: float | None = None,
+        request_id: str | None = None,
+        answer_prefix: str = "",
+        deadline_policy: DeadlinePolicy = DeadlinePolicy.SENTENCE,
+        tenant: str | None = None,
+    ) -> RequestStream:
+        """``submit``, with the prompt rendered and tokenised on a worker thread, so a
+        long prompt does not stall the loop's other requests meanwhile. Safe beside the
+        engine thread's decode and beside other tokenisations: llama_tokenize only reads
+        the vocabulary (and ctypes releases the GIL for it), the prompt builder keeps no
+        state, and close() waits for it before freeing the model. The deadline counts
+        from this call, so time spent tokenising is time the request has used; admission
+        and the handoff to the engine thread then run on the loop, as in ``submit``."""
+        started = self._check(priority, deadline_s)
+        params = params or SamplingParams()
+        build = (prompt, messages, params.max_tokens, answer_prefix)
+        if messages is None and not isinstance(prompt, str):  # token ids: nothing to tokenise
+            tokens, dropped = self._tokens(*build)
+        else:
+            tokens, dropped = await asyncio.to_thread(self._tokens, *build)
+        if self._closing:
+            raise EngineClosedError("engine is closed")
+        return self._queue(
+            tokens, dropped, started, params, priority, deadline_s, request_id,
+            deadline_policy, tenant,
+        )  # fmt: skip
+
+    def _tokens(
+        self,
+        prompt: str | Sequence[int] | None,
+        messages: Sequence[ChatMessage] | None,
+        max_tokens: int,
+        answer_prefix: str,
+    ) -> tuple[list[int], int]:
+        """The prompt's tokens, from any thread, never after close() freed the model."""
+        with self._tokenized:
+            if self._closing:
+                raise EngineClosedError("engine is closed")
+            self._tokenizing += 1
+        try:
+            return self.prompts.tokens(prompt, messages, max_tokens, answer_prefix)
+        finally:
+            with self._tokenized:
+                self._tokenizing -= 1
+                self._tokenized.notify_all()
+
+    def _check(self, priority: Priority, deadline_s: float | None) -> float:
+        """Refuse what needs no prompt to refuse; the request's start time."""
         if self._closing:
             raise EngineClosedError("engine is closed")
         if priority.is_background and deadline_s is not None:
             raise ValueError("background requests carry no deadline")
+        return time.monotonic()
+
+    def _queue(
+        self,
+        tokens: list[int],
+        dropped: int,
+        started: float,
+        params: SamplingParams,
+        priority: Priority,
+        deadline_s: float | None,
+        request_id: str | None,
+        deadline_policy: DeadlinePolicy,
+        tenant: str | None,
+    ) -> RequestStream:
+        """Admission and the handoff to the engine thread, on the caller's loop. Admission
+        prices the deadline from now, after tokenising, not from the start."""
         loop = asyncio.get_running_loop()
-        params = params or SamplingParams()
         request_id = request_id or uuid.uuid4().hex
-        now = time.monotonic()
-        tokens, dropped = self.prompts.tokens(prompt, messages, params.max_tokens, answer_prefix)
         if deadline_s is None and not priority.is_background:
             deadline_s = self.config.default_deadline_s
         seq = Seq(
@@ -242,16 +334,17 @@ class Engine:
             prompt_tokens=tokens,
             params=params,
             priority=priority,
-            deadline=None if deadline_s is None else now + deadline_s,
-            arrival=now,
+            deadline=None if deadline_s is None else started + deadline_s,
+            arrival=started,
             detokenizer=Detokenizer(self.runner.piece, params.stop),
             required_tokens=deadline_policy.required_tokens(
                 params.max_tokens, self.config.min_output_tokens, self.lengths.expected()
             ),
             cached_hint=self.blocks.cached_prefix_len(tokens),
+            tenant=ANONYMOUS if tenant is None else tenant,
         )
         try:
-            self.admission.admit(seq, now)
+            self.admission.admit(seq, time.monotonic())
         except AdmissionRefusedError as refused:
             if refused.reason == "deadline":
                 self.warmer.after_refusal(tokens, seq.cached_hint)
@@ -269,10 +362,12 @@ class Engine:
         params: SamplingParams | None = None,
         priority: Priority = Priority.MEDIUM,
         deadline_s: float | None = None,
+        tenant: str | None = None,
     ) -> Completion:
         stream = self.submit(
-            prompt, messages=messages, params=params, priority=priority, deadline_s=deadline_s
-        )
+            prompt, messages=messages, params=params, priority=priority,
+            deadline_s=deadline_s, tenant=tenant,
+        )  # fmt: skip
         return await stream.collect()
 
     def abort(self, request_id: str) -> None:
@@ -314,6 +409,7 @@ class Engine:
             preemptions=self.scheduler.preemptions,
             prefix_queried_tokens=self.blocks.queried_tokens,
             prefix_hit_tokens=self.blocks.hit_tokens,
+            tenants=self.scheduler.fairness.tenants,
         )
 
     def count_prompt_tokens(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> int:

@@ -95,6 +95,9 @@ class EngineMetrics:
         self.batch_window = Gauge(
             "worthit_engine_batch_window", "Adaptive limit of running requests.", registry=r
         )
+        self.tenants = Gauge(
+            "worthit_engine_tenants", "Tenants with live requests queued or running.", registry=r
+        )
         self._totals = (0, 0, 0)
 
     def observe_finished(self, priority: str, done: Completion) -> None:
@@ -113,6 +116,7 @@ class EngineMetrics:
         self.background_running.set(status.background_running)
         self.background_waiting.set(status.background_waiting)
         self.batch_window.set(status.batch_window)
+        self.tenants.set(status.tenants)
         totals = (status.prefix_queried_tokens, status.prefix_hit_tokens, status.preemptions)
         self.prefix_queried.inc(totals[0] - self._totals[0])
         self.prefix_hit.inc(totals[1] - self._totals[1])

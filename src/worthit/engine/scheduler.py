@@ -8,14 +8,16 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
    (class, slack) order, so running streams never stall behind a long prompt.
 3. The rest of the step's token budget goes to prefill chunks. The budget is what the
    fitted step-time model says fits in the TPOT target (at least ``min_prefill_chunk``),
-   shared between classes with pending prefill by weights 5/2/1, and inside a class by
-   least slack to the deadline.
+   shared between classes with pending prefill by weights 5/2/1, inside a class evenly
+   between tenants, and inside a tenant by least slack to the deadline.
 4. Waiting requests join the running set while it is smaller than the adaptive batch
    window and the predicted step time still keeps every running deadline (the step
    budget: the TPOT target, lowered to the tightest ``time left / tokens owed``); each
    joins with its longest cached prefix already in its KV. A request that cannot join
    in time expires without being computed: overload defers or sheds, it does not make
-   every answer late.
+   every answer late. Classes join in order; inside a class, tenants by their virtual
+   token counters (fairness.py), and a tenant at ``max_sequences_per_tenant`` running
+   requests waits while another tenant of the class waits.
 5. When KV blocks run out, cached prefixes are evicted first (LRU); then the running
    sequence of the lowest class (most slack) is preempted, its KV kept as a cached
    prefix so that its recompute later is mostly a cache hit.
@@ -32,12 +34,14 @@ the step's results are in) for admission, which estimates from it in the callers
 from __future__ import annotations
 
 import math
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from worthit.engine.block_manager import BlockManager
 from worthit.engine.budget import Estimator, PublishedBudget, StepBudget
 from worthit.engine.config import EngineConfig
+from worthit.engine.fairness import FairShare
 from worthit.engine.latency import BatchWindow, StepTimeModel
 from worthit.engine.sequence import FinishReason, Priority, Sequence, Status
 from worthit.text.sentences import ends_sentence
@@ -107,6 +111,8 @@ class Scheduler:
         self.background_running: list[Sequence] = []
         """Background requests holding KV: generating, or paused while live work runs."""
         self.preemptions = 0
+        self.fairness = FairShare(config.tenant_prompt_weight, config.tenant_output_weight)
+        """Per class and tenant, the service received: who joins next (fairness.py)."""
         self._ended: list[Update] = []
 
     # -- requests in and out -----------------------------------------------------
@@ -114,6 +120,8 @@ class Scheduler:
     def add(self, seq: Sequence) -> None:
         seq.status = Status.WAITING
         self._queues(seq)[1].append(seq)
+        if not seq.is_background:
+            self.fairness.arrived(seq)
 
     def abort(self, request_id: str) -> bool:
         for seq in self.sequences():
@@ -313,6 +321,8 @@ class Scheduler:
 
     def _accept(self, seq: Sequence, token: int, budget: StepBudget, now: float) -> Update:
         update = Update(seq)
+        if not seq.is_background:
+            self.fairness.charge_output(seq)
         if self.is_eog(token):
             self._finish(seq, FinishReason.STOP)
             update.text = seq.detokenizer.flush()
@@ -391,33 +401,71 @@ class Scheduler:
                 self._ended.append(Update(seq, text=seq.detokenizer.flush()))
 
     def _admit(self, now: float, budget: StepBudget) -> StepBudget:
-        """Let waiting requests join the running set. Returns budget with its deadline
-        share lowered by each joiner's own, which the next joiner is checked against."""
+        """Let waiting requests join the running set, a class at a time, each class's
+        tenants in turn by their service counters (``_next_tenant``), each tenant's own
+        requests by least slack, then arrival. Returns budget with its deadline share
+        lowered by each joiner's own, which the next joiner is checked against."""
         room = self.window.size - len(self.running)
         if room <= 0 or not self.waiting:
             return budget
         self.waiting.sort(key=lambda s: s.sort_key(now))
-        for seq in list(self.waiting):
-            if room <= 0:
-                break
-            if not self._can_join(seq, now, budget):
-                continue  # a later one, with more slack or a shorter answer, may fit
-            while self.background_running and (
-                len(self.running) + len(self.background_running) >= self.config.max_sequences
-            ):
-                self._preempt(max(self.background_running, key=lambda s: s.sort_key(now)))
-            if not self._join(seq):
-                break
-            room -= 1
-            own = self._own_budget(seq, now, budget)
-            budget = replace(budget, deadline_s=min(budget.deadline_s, own))
+        by_class: dict[Priority, dict[str, deque[Sequence]]] = {}
+        for seq in self.waiting:
+            by_class.setdefault(seq.priority, {}).setdefault(seq.tenant, deque()).append(seq)
+        holding = Counter(s.tenant for s in self.running)
+        cap = self.config.tenant_sequences
+        for priority in sorted(by_class):
+            queues = by_class[priority]
+            while room > 0 and queues:
+                tenant = self._next_tenant(priority, queues, holding, cap, now)
+                seq = queues[tenant].popleft()
+                if not queues[tenant]:
+                    del queues[tenant]
+                if not self._can_join(seq, now, budget):
+                    continue  # a later one, with more slack or a shorter answer, may fit
+                while self.background_running and (
+                    len(self.running) + len(self.background_running) >= self.config.max_sequences
+                ):
+                    self._preempt(max(self.background_running, key=lambda s: s.sort_key(now)))
+                level = self.fairness.counter(priority, tenant)
+                if not self._join(seq):
+                    return budget
+                for passed in [t for t in queues if t != tenant and holding[t] >= cap]:
+                    self.fairness.lift(priority, passed, level)
+                room -= 1
+                holding[tenant] += 1
+                own = self._own_budget(seq, now, budget)
+                budget = replace(budget, deadline_s=min(budget.deadline_s, own))
         return budget
+
+    def _next_tenant(
+        self,
+        priority: Priority,
+        queues: dict[str, deque[Sequence]],
+        holding: Counter[str],
+        cap: int,
+        now: float,
+    ) -> str:
+        """The tenant with the lowest service counter, among those holding fewer than
+        max_sequences_per_tenant running requests when another tenant waits too (all of
+        them when each is at the cap: a free slot is never left empty while someone can
+        use it). Ties go to the request with the least slack, then the oldest, which
+        keeps one tenant's order what it was before tenants."""
+        candidates = list(queues)
+        if len(candidates) > 1:
+            candidates = [t for t in candidates if holding[t] < cap] or candidates
+
+        def key(tenant: str) -> tuple[float, float, float]:
+            head = queues[tenant][0]
+            return (self.fairness.counter(priority, tenant), head.slack(now), head.arrival)
+
+        return min(candidates, key=key)
 
     def _share(self, budget: int, now: float, scheduled: set[int]) -> list[tuple[Sequence, int]]:
         """Split the prefill budget: weights 5/2/1 between classes with demand, unused
-        share handed on in class order, then least slack first inside a class. (A request
-        just admitted with all but its last prompt token cached has one pending token
-        and is served here, in the same step.)"""
+        share handed on in class order, then evenly between a class's tenants
+        (``_share_class``). (A request just admitted with all but its last prompt token
+        cached has one pending token and is served here, in the same step.)"""
         by_class: dict[Priority, list[Sequence]] = {}
         pending = (s for s in self.running if s.pending > 0 and id(s) not in scheduled)
         for seq in sorted(pending, key=lambda s: s.sort_key(now)):
@@ -434,8 +482,30 @@ class Scheduler:
             left -= extra
         out: list[tuple[Sequence, int]] = []
         for p in sorted(by_class):
-            remaining = grant[p]
-            for seq in by_class[p]:
+            out += self._share_class(p, grant[p], by_class[p])
+        return out
+
+    def _share_class(
+        self, priority: Priority, grant: int, seqs: list[Sequence]
+    ) -> list[tuple[Sequence, int]]:
+        """A class's prefill grant split evenly between its tenants with prompt pending
+        (what one needs less of goes to the others), least served tenant first, each
+        tenant's share to its requests by least slack. Even, not by counters: prompts
+        are charged when they join, so a tenant whose many prompts joined before another
+        tenant's one would otherwise hold the whole budget until they were all in."""
+        by_tenant: dict[str, list[Sequence]] = {}
+        for seq in seqs:
+            by_tenant.setdefault(seq.tenant, []).append(seq)
+        demand = {t: sum(s.pending for s in queue) for t, queue in by_tenant.items()}
+        share: dict[str, int] = {}
+        left = grant
+        for i, tenant in enumerate(sorted(demand, key=demand.__getitem__)):
+            share[tenant] = min(demand[tenant], left // (len(demand) - i))
+            left -= share[tenant]
+        out: list[tuple[Sequence, int]] = []
+        for tenant in sorted(by_tenant, key=lambda t: self.fairness.counter(priority, t)):
+            remaining = share[tenant]
+            for seq in by_tenant[tenant]:
                 if remaining <= 0:
                     break
                 n = min(seq.pending, remaining)
@@ -491,6 +561,8 @@ class Scheduler:
         seq.seq_id, seq.num_computed = got
         if seq.preemptions == 0:
             seq.cached_tokens = seq.num_computed
+            if not seq.is_background:  # a recompute after preemption is not charged again
+                self.fairness.charge_prompt(seq, len(seq.prompt_tokens) - seq.num_computed)
         seq.status = Status.RUNNING
         running.append(seq)
         return True
@@ -518,6 +590,8 @@ class Scheduler:
         self._queues(seq)[1].append(seq)
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> None:
+        if not seq.is_finished and not seq.is_background:
+            self.fairness.left(seq)
         if seq.status is Status.RUNNING:
             self._release(seq)
         elif seq.status is Status.WAITING:

@@ -44,6 +44,10 @@ class Priority(enum.IntEnum):
         return self is Priority.BACKGROUND
 
 
+ANONYMOUS = ""
+"""The tenant of requests that name none (the demo, keys off): one tenant like any other."""
+
+
 class Status(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -130,6 +134,8 @@ class Sequence:
     """Output tokens the deadline must leave room for (see DeadlinePolicy)."""
     cached_hint: int = 0
     """Prefix-cache hit expected at submission, for the queue's time estimates."""
+    tenant: str = ANONYMOUS
+    """Who asked: requests of one class are shared fairly between tenants (scheduler)."""
     output_tokens: list[int] = field(default_factory=list)
     status: Status = Status.WAITING
     seq_id: int | None = None
