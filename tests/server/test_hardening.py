@@ -343,3 +343,48 @@ def test_openai_errors_keep_their_shape_for_the_sdk(market_copy: Path) -> None:
         reply = httpx.post(server.base_url + CHAT, json=chat(4))
     assert reply.status_code == 401
     assert json.loads(reply.text)["error"]["type"] == "authentication_error"
+
+
+# --- fair share between tenants ---------------------------------------------------------
+
+
+def test_one_tenants_backlog_does_not_starve_another(market_copy: Path) -> None:
+    """Tenant A queues 12 long streams on a 4-slot engine, then B asks twice: B is served
+    as soon as a slot frees, not after A's whole backlog (before: after all 12)."""
+    import asyncio
+
+    from worthit.engine.config import EngineConfig
+    from worthit.engine.engine import Engine
+
+    from engine_fakes import FakeRunner
+
+    config = EngineConfig(context_size=4096, block_size=16, max_sequences=4)
+    engine = Engine(FakeRunner(n_ctx=4096, step_delay_s=(0.002, 0.0)), config)
+    app = create_app(market_settings(market_copy), engine=engine)
+    a, b = key_for(market_copy, name="a"), key_for(market_copy, name="b")
+
+    async def first_token_at(client: httpx.AsyncClient, auth: dict[str, str]) -> float:
+        body = chat(60, stream=True)
+        async with client.stream("POST", CHAT, json=body, headers=auth) as response:
+            assert response.status_code == 200
+            first = None
+            async for line in response.aiter_lines():
+                if first is None and '"content": "' in line and '"content": ""' not in line:
+                    first = time.monotonic()
+            assert first is not None
+            return first
+
+    async def race(base_url: str) -> tuple[list[float], list[float]]:
+        async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+            backlog = [asyncio.create_task(first_token_at(client, a)) for _ in range(12)]
+            await asyncio.sleep(0.1)
+            late = [asyncio.create_task(first_token_at(client, b)) for _ in range(2)]
+            return list(await asyncio.gather(*backlog)), list(await asyncio.gather(*late))
+
+    try:
+        with LiveServer(app) as server:
+            a_firsts, b_firsts = asyncio.run(race(server.base_url))
+    finally:
+        engine.close()
+    served_before_b = sum(t < min(b_firsts) for t in a_firsts)
+    assert served_before_b <= 8, f"{served_before_b} of A's 12 streams started before B's first"

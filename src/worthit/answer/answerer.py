@@ -82,11 +82,13 @@ class Answerer:
         priority: Priority = Priority.MEDIUM,
         deadline_s: float | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        tenant: str | None = None,
     ) -> AsyncGenerator[Event]:
         """VerdictReady, then the explanation's Deltas, then Finished (always last).
 
         `deadline_s` is the time the whole answer may take from this call (None: no
         deadline, the model finishes); the engine refuses at once what cannot fit.
+        `tenant` shares the engine fairly with other tenants of its class.
         """
         started = time.perf_counter()
         decision = self.decider.decide(question, sku=sku, language=language)
@@ -97,7 +99,7 @@ class Answerer:
         if decision.status is DecisionStatus.ANSWERED:
             self.languages.count(decision.language)
             left = None if deadline_s is None else deadline_s - (time.perf_counter() - started)
-            async for item in self._explain(decision, priority, left, max_tokens):
+            async for item in self._explain(decision, priority, left, max_tokens, tenant):
                 if isinstance(item, Delta):
                     yield item
                 else:
@@ -108,7 +110,12 @@ class Answerer:
         yield Finished(decision, explanation, priority, timings)
 
     async def _explain(
-        self, decision: Decision, priority: Priority, deadline_s: float | None, max_tokens: int
+        self,
+        decision: Decision,
+        priority: Priority,
+        deadline_s: float | None,
+        max_tokens: int,
+        tenant: str | None,
     ) -> AsyncIterator[Delta | Explanation]:
         if needs_no_model(decision) or self.engine is None:
             async for item in explain_live(decision, self.engine):
@@ -130,6 +137,7 @@ class Answerer:
             deadline_s=deadline_s,
             max_tokens=max_tokens,
             run=run,
+            tenant=tenant,
         ):
             if isinstance(item, Delta):
                 yield item

@@ -33,9 +33,11 @@ async def stream_explanation(
     *,
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
+    tenant: str | None = None,
 ) -> AsyncIterator[Delta | Explanation]:
     """Guarded deltas, then one Explanation (always the last item); `deadline_s` is the
-    time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows."""
+    time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows;
+    `tenant` is whose share of the engine the model's time comes from."""
     if deadline_s is not None:
         deadline_s -= FINISH_MARGIN_S  # the engine's deadline is for the last token
         if deadline_s <= 0:
@@ -48,6 +50,7 @@ async def stream_explanation(
             priority=priority,
             deadline_s=deadline_s,
             answer_prefix=run.prefix,
+            tenant=tenant,
         )
     except AdmissionRefusedError as exc:
         refused = run.fallback(f"refused_{exc.reason}")
@@ -74,6 +77,7 @@ async def explain_live(
     deadline_s: float | None = None,
     max_tokens: int = 64,
     run: ExplanationRun | None = None,
+    tenant: str | None = None,
 ) -> AsyncIterator[Delta | Explanation]:
     """The model's explanation of an answered decision, greedy, as a shopper waits;
     `run` when the caller has already built the decision's."""
@@ -87,7 +91,7 @@ async def explain_live(
         return
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
     async for item in stream_explanation(
-        run, engine, params, priority=priority, deadline_s=deadline_s
+        run, engine, params, priority=priority, deadline_s=deadline_s, tenant=tenant
     ):
         yield item
 

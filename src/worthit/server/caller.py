@@ -26,6 +26,12 @@ def request_tenant(request: Request) -> Tenant | None:
     return tenant if isinstance(tenant, Tenant) else None
 
 
+def tenant_name(request: Request) -> str | None:
+    """The engine's fair-share key: the tenant, or None (one anonymous share) without auth."""
+    tenant = request_tenant(request)
+    return None if tenant is None else tenant.name
+
+
 def request_priority(request: Request, asked: str | None = None) -> Priority:
     wanted = Priority[asked.upper()] if asked else Priority.MEDIUM
     tenant = request_tenant(request)

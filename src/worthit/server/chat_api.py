@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from worthit.engine.engine import Completion, RequestStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
-from worthit.server.caller import request_priority
+from worthit.server.caller import request_priority, tenant_name
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
 from worthit.server.state import StateDep
@@ -57,7 +57,7 @@ async def chat_completions(
     asked = body.max_completion_tokens or body.max_tokens
     if body.model == MODEL_ID and state.answerer is not None:
         budget = reserve_tokens(request, state.limiter, min(asked or 64, MAX_EXPLANATION_TOKENS))
-        return await worthit_chat(body, state, priority, budget)
+        return await worthit_chat(body, state, priority, budget, tenant_name(request))
     engine = state.running_engine()
     budget = reserve_tokens(request, state.limiter, asked or DEFAULT_MAX_TOKENS)
     try:
@@ -69,12 +69,13 @@ async def chat_completions(
             seed=body.seed,
             stop=body.stop_strings(),
         )
-        stream = engine.submit(
+        stream = await engine.submit_async(
             messages=[m.model_dump() for m in body.messages],
             params=params,
             priority=priority,
             deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
             deadline_policy=DeadlinePolicy(body.deadline_policy),
+            tenant=tenant_name(request),
         )
     except (AdmissionRefusedError, PromptTooLongError, EngineClosedError, ValueError) as exc:
         budget.settle(0)

@@ -18,7 +18,7 @@ from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload, candidates_payload, done_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Delta
-from worthit.server.caller import request_priority
+from worthit.server.caller import request_priority, tenant_name
 from worthit.server.fields import Text
 from worthit.server.problems import ProblemError, problem_body
 from worthit.server.sse import sse_event, wants_event_stream
@@ -65,6 +65,7 @@ async def decide(
         priority=request_priority(request),
         deadline_s=deadline_ms / 1000,
         max_tokens=budget.tokens,
+        tenant=tenant_name(request),
     )
     first = await anext(events)
     assert isinstance(first, VerdictReady)

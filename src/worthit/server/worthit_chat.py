@@ -36,6 +36,7 @@ async def worthit_chat(
     state: ServiceState,
     priority: Priority,
     budget: TokenReservation,
+    tenant: str | None = None,
 ) -> JSONResponse | StreamingResponse:
     """The answer flow in chat form; `budget` is settled with what the model generated."""
     question = next((m.content for m in reversed(body.messages) if m.role == "user"), "").strip()
@@ -50,6 +51,7 @@ async def worthit_chat(
         priority=priority,
         deadline_s=deadline_ms / 1000,
         max_tokens=budget.tokens,
+        tenant=tenant,
     )
     pieces = _pieces(events, budget)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
