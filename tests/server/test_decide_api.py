@@ -305,3 +305,23 @@ def test_a_keys_class_is_a_ceiling_on_every_route(
     ) as response:
         done = [data for name, data in events(response) if name == "done"]
     assert done[0]["priority"] == "low"
+
+
+def test_a_request_that_asks_for_no_class_runs_at_its_keys(
+    keyed_service: LiveServer, market_copy: Path
+) -> None:
+    """A high key sending no `priority` runs high (it ran medium before), and may still
+    ask for less."""
+    _, key = TenantStore(market_copy).create("vip", "high", rpm=100, tpm=10_000)
+    auth = {"Authorization": f"Bearer {key}"}
+    url = keyed_service.base_url
+    body = {"messages": [{"role": "user", "content": "Is the Aurora NC700 worth buying?"}]}
+    chat = httpx.post(url + "/v1/chat/completions", json=body | {"max_tokens": 4}, headers=auth)
+    lower = httpx.post(
+        url + "/v1/chat/completions", json=body | {"max_tokens": 4, "priority": "low"}, headers=auth
+    )
+    decided = httpx.post(url + "/v1/decide", json={"question": body["messages"][0]["content"]},
+                         headers=auth, timeout=30)  # fmt: skip
+    assert chat.json()["worthit"]["priority"] == "high"
+    assert lower.json()["worthit"]["priority"] == "low"
+    assert decided.json()["priority"] == "high"

@@ -1,8 +1,9 @@
 """Who a request is from (the tenant the guard authenticated) and what it may ask for.
 
 A key's class is a ceiling on every route: a request may ask for a lower class, never a
-higher one (OWASP API5, function-level authorization). Without auth (the demo) there is
-no tenant and a request gets the class it asks for, medium by default.
+higher one (OWASP API5, function-level authorization), and one that asks for none runs
+at its key's class. Without auth (the demo) there is no tenant and a request gets the
+class it asks for, medium by default.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def tenant_name(request: Request) -> str | None:
 
 
 def request_priority(request: Request, asked: str | None = None) -> Priority:
-    wanted = Priority[asked.upper()] if asked else Priority.MEDIUM
     tenant = request_tenant(request)
-    if tenant is None:
-        return wanted
-    return max(wanted, Priority[tenant.priority.name])  # a larger value is a lower class
+    ceiling = Priority.MEDIUM if tenant is None else Priority[tenant.priority.name]
+    if not asked:
+        return ceiling
+    wanted = Priority[asked.upper()]
+    return wanted if tenant is None else max(wanted, ceiling)  # a larger value is lower

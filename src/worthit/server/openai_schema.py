@@ -47,7 +47,8 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
-    priority: Literal["high", "medium", "low"] = "medium"
+    priority: Literal["high", "medium", "low"] | None = None
+    """At most the key's class; none asked: the key's class (medium without keys)."""
     deadline_ms: int | None = Field(default=None, ge=1, le=MAX_DEADLINE_MS)
     deadline_policy: Literal["complete", "sentence"] = "complete"
     """complete: admitted only when max_tokens are expected by the deadline; sentence:
