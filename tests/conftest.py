@@ -39,13 +39,17 @@ def small_market(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_cli(
-    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+    *args: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `worthit` command in a child process, as a user would."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "worthit", *args],
         input=stdin,
+        cwd=cwd,
         capture_output=True,
         text=True,
         env=full_env,

@@ -189,6 +189,16 @@ def test_a_db_that_is_not_ours_is_a_clear_error(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("args", [*MARKET_COMMANDS, ("keys", "list")])
+def test_a_db_url_is_refused_not_made_into_a_folder(tmp_path: Path, args: tuple[str, ...]) -> None:
+    command = args[:2] if args[0] == "keys" else args[:1]
+    url = "postgresql://postgres@127.0.0.1/x"
+    result = run_cli(*command, "--db", url, *args[len(command) :], stdin="", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "postgresql: URLs are not a store" in " ".join(result.stderr.split())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_worthit_db_names_the_database_for_every_command(market: Path, tmp_path: Path) -> None:
     env = {"WORTHIT_DB": str(market)}
     assert run_cli("facts", "S1", "--json", env=env).returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
@@ -32,8 +33,22 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object for machines.")]
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+"""A URL's scheme (two characters at least, so a Windows drive is still a path). A Path
+folds "postgresql://host/db" into "postgresql:/host/db", so one slash is enough."""
+
+
 def db_path(db: Path | None, create: bool = True) -> Path:
-    """The database path; its folder is made only for commands that may create the file."""
+    """The database path; its folder is made only for commands that may create the file.
+
+    A URL is refused, not taken as a relative path: `--db postgresql://…` used to create a
+    SQLite file under a folder named `postgresql:`."""
+    if db is not None and _URL.match(str(db)):
+        scheme = str(db).split(":", 1)[0]
+        raise typer.BadParameter(
+            f"{scheme}: URLs are not a store worthit can use; give the path of a SQLite file",
+            param_hint="--db",
+        )
     path = db or default_db()
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
