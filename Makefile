@@ -27,10 +27,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The service on the embedded default: demo market (built on first run), bundled model,
-# loopback only, API keys off. It prints the URL and a curl example.
+# loopback only, API keys off, the live simulator moving prices and stock (LIVE_RATE
+# events a second; 0 turns it off). It prints the URL and a curl example.
+LIVE_RATE ?= 80
 run: $(STAMP)
 	@mkdir -p $(dir $(DB))
-	$(BIN)/worthit serve --demo --db $(DB) --port $(PORT)
+	$(BIN)/worthit serve --demo --db $(DB) --port $(PORT) --live-rate $(LIVE_RATE)
 
 # One answer on the command line, no server.
 ask: $(STAMP)

@@ -15,9 +15,9 @@ model's text.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
-from worthit.answer.demand import LanguageMix, Wanted
+from worthit.answer.demand import LANGUAGES, LanguageMix, Wanted
 from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.live import explain_live, needs_no_model
@@ -68,6 +68,15 @@ class Answerer:
     @property
     def facts(self) -> FactsCache:
         return self.decider.facts
+
+    def facts_changed(self, skus: Iterable[str]) -> None:
+        """Events changed these products: their sheets go now, and their explanations are
+        queued for the generator, which rewrites those whose inputs changed."""
+        changed = tuple(skus)
+        self.facts.evict(changed)
+        for sku in changed:
+            for language in LANGUAGES:
+                self.wanted.add(sku, language)
 
     def key(self, run: ExplanationRun) -> str:
         """The key of `run`'s explanation in the store."""

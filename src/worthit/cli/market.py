@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
+import time
 from datetime import date
 from pathlib import Path
 from typing import Annotated
@@ -11,13 +14,16 @@ import typer
 
 from worthit.cli.options import DbOption, JsonOption, db_path
 from worthit.cli.progress import bar, stderr
+from worthit.market.bus import EventBus
 from worthit.market.importer import import_lines
+from worthit.market.live import LiveMarket, run_live
 from worthit.market.simulator import SimulationSummary, simulate
 from worthit.market.store import MarketStore
 
 DEMO_SKUS = 2000
 DEMO_DAYS = 180
 DEMO_SEED = 7
+LIVE_RATE = 50.0
 MAX_ERRORS_SHOWN = 20
 
 
@@ -78,6 +84,19 @@ def simulate_command(
         str | None, typer.Option(help="Last simulated day, YYYY-MM-DD (default: today, UTC).")
     ] = None,
     db: DbOption = None,
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Then keep publishing live changes (prices, stock, reviews) into the store "
+            "until interrupted; a market already there is kept as it is.",
+        ),
+    ] = False,
+    rate: Annotated[float, typer.Option(min=0.1, help="With --live: events a second.")] = LIVE_RATE,
+    duration: Annotated[
+        float | None,
+        typer.Option(min=0, help="With --live: stop after this many seconds.", show_default=False),
+    ] = None,
 ) -> None:
     """Build a deterministic demo market (same seed and end day → same content)."""
     try:
@@ -85,8 +104,32 @@ def simulate_command(
     except ValueError:
         stderr.print(f"[red]error:[/] --end must be YYYY-MM-DD, got {end!r}")
         raise typer.Exit(2) from None
-    summary = build_demo(MarketStore(db_path(db)), skus, days, seed, end_day)
-    print(_describe(summary))
+    store = MarketStore(db_path(db))
+    if not live or store.count_products() == 0:
+        print(_describe(build_demo(store, skus, days, seed, end_day)))
+    if live:
+        stderr.print(f"live: {rate:g} events a second into {store.path} (Ctrl-C stops)")
+        started = time.monotonic()
+        bus = EventBus(store)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_run_live(store, bus, rate, seed, duration))
+        stats = bus.stats
+        print(
+            f"live: {stats.published} events in {time.monotonic() - started:.1f} s: "
+            f"{stats.applied} applied, {stats.duplicates} duplicates, {stats.rejected} rejected"
+        )
+
+
+async def _run_live(
+    store: MarketStore, bus: EventBus, rate: float, seed: int, duration: float | None
+) -> None:
+    """The live simulator into the store through this process's own bus; a server on the
+    same file sees the changes by their revisions."""
+    bus.start()
+    try:
+        await run_live(LiveMarket(store, seed=seed), bus.publish, rate, duration_s=duration)
+    finally:
+        await bus.stop()
 
 
 def build_demo(

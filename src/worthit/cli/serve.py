@@ -16,6 +16,9 @@ from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.market.store import MarketStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEMO_LIVE_RATE = 80.0
+"""Live events a second in the demo: each of its 2,000 products hears from the feed
+about every 30 s, inside the 60 s freshness objective."""
 
 
 def serve_command(
@@ -60,6 +63,24 @@ def serve_command(
         int | None,
         typer.Option(min=1, help="Open connections at once (default 1024); more get 503."),
     ] = None,
+    live_rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help=f"Run the live simulator in the server at this many events a second "
+            f"(default: {DEMO_LIVE_RATE:g} with --demo, else 0: off).",
+            show_default=False,
+        ),
+    ] = None,
+    freshness: Annotated[
+        bool | None,
+        typer.Option(
+            "--freshness/--no-freshness",
+            help="Hold answers to the freshness objective (default: on when the live "
+            "simulator runs; turn it on when a feed posts events to /v1/events).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
@@ -82,6 +103,7 @@ def serve_command(
         stderr.print(f"no market at {path}: building the demo market first")
         build_demo(store)
     store.close()
+    rate = live_rate if live_rate is not None else (DEMO_LIVE_RATE if demo else 0.0)
     config = EngineConfig(
         context_size=context,
         n_threads=threads,
@@ -97,6 +119,8 @@ def serve_command(
         default_deadline_ms=deadline_ms,
         background=background,
         explanation_capacity=explanations,
+        live_rate=rate,
+        freshness=freshness if freshness is not None else rate > 0,
     )
     engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()
@@ -105,6 +129,8 @@ def serve_command(
     stderr.print(f"worthit on {url}  (model {model_path.name}, market {path})")
     if demo:
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
+    if rate > 0:
+        stderr.print(f"live simulator: {rate:g} events a second into {path.name}")
     stderr.print(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.facts.cache import LIVE_KEY
 from worthit.facts.sheet import FactSheet, RatingFacts
 from worthit.text.money import money
 
@@ -40,6 +41,15 @@ class Thresholds:
     well_rated: float = 4.2
     min_reviews_well_rated: int = 20
     low_stock: int = 5
+    freshness_s: float = 60.0
+    """The freshness objective: a live answer on older data says so (docs/events.md)."""
+    freshness_by_category: Mapping[str, float] = field(default_factory=dict, hash=False)
+    """Objectives that differ from `freshness_s`, by category key (e.g. {"tvs": 300.0})."""
+    stale_confidence: float = 0.8
+    """What a verdict's confidence is multiplied by when its data missed the objective."""
+
+    def freshness_objective_s(self, category: str) -> float:
+        return self.freshness_by_category.get(category, self.freshness_s)
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -280,6 +290,51 @@ def _stock(r: _Reasons, t: Thresholds) -> None:
         r.add("low_stock", Polarity.INFO, {"quantity": quantity})
 
 
+_AGE_STEPS_S = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+                86400, 172800, 259200, 604800, 1209600, 2592000, 7776000, 31536000)  # fmt: skip
+"""What "more than …" an age is written as: steps, so that the sentence (and with it the
+explanation's inputs, hence its key) changes a few times a day as data ages, not by the
+second. The exact age is the answer's `data_age_ms`."""
+_UNITS = ((86400, "day", "days", "天"), (3600, "hour", "hours", "小时"),
+          (60, "minute", "minutes", "分钟"), (1, "second", "seconds", "秒"))  # fmt: skip
+_STALE = {
+    "en": (
+        "Its newest data is more than {age} old, past the freshness objective of {objective}, "
+        "so this verdict may be out of date."
+    ),
+    "zh": "最新数据距今已超过{age}，超出了{objective}的新鲜度目标，结论可能已过时。",
+}
+
+
+def _written(seconds: float, language: str) -> str:
+    """A duration in its largest whole unit: "90 seconds", "5 minutes", "3 days"."""
+    whole = max(1, round(seconds))
+    unit_s, one, many, zh = next(u for u in _UNITS if whole >= u[0] and whole % u[0] == 0)
+    count = whole // unit_s
+    return f"{count}{zh}" if language == "zh" else f"{count} {one if count == 1 else many}"
+
+
+def _freshness(r: _Reasons, t: Thresholds) -> bool:
+    """Live data older than its category's objective: say how old. True when it is.
+
+    Only on a sheet from a store fed live (LIVE_KEY): the age of data loaded once says
+    nothing about whether it is current, and an as-of answer is old on purpose.
+    """
+    s = r.sheet
+    objective_s = t.freshness_objective_s(s.category)
+    if not s.extra.get(LIVE_KEY) or s.data_age_ms < 0 or s.data_age_ms <= objective_s * 1000:
+        return False
+    age_s = s.data_age_ms / 1000
+    over_s = max((step for step in _AGE_STEPS_S if step <= age_s), default=int(age_s))
+    language = "zh" if r.language == "zh" else "en"
+    text = _STALE[language].format(
+        age=_written(over_s, language), objective=_written(objective_s, language)
+    )
+    numbers: dict[str, float | int | str] = {"age_over_s": over_s, "objective_s": objective_s}
+    r.items.append(Reason("stale_data", Polarity.INFO, numbers, text))
+    return True
+
+
 def _budget(r: _Reasons, budget: float | None) -> None:
     """Over the shopper's own limit, today's price is a reason to wait, however good."""
     price = r.sheet.current_price
@@ -319,7 +374,10 @@ def decide_verdict(
     if priced:
         for rule in _PRICE_RULES:
             rule(r, t)
+    stale = _freshness(r, t)
     kind, confidence = _choose(r.items, priced, sheet, t)
+    if stale:
+        confidence = _clamp(confidence * t.stale_confidence)
     return Verdict(
         kind=kind,
         confidence=confidence,

@@ -146,10 +146,21 @@ DROP INDEX sales_day;
 CREATE INDEX reviews_ts_covering ON reviews(ts, sku, rating);
 """
 
+# v4: the ids of applied events (market/apply.py), written in the transaction of the
+# event's effect, so a redelivered event finds its id and changes nothing.
+_V4_APPLIED_EVENTS = """
+CREATE TABLE applied_events (
+    event_id   TEXT PRIMARY KEY,
+    source     TEXT NOT NULL,
+    applied_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "base tables", _V1_BASE),
     Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
     Migration(3, "covering indexes for window rankings", _V3_WINDOW_INDEXES),
+    Migration(4, "applied event ids", _V4_APPLIED_EVENTS),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

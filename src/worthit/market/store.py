@@ -85,6 +85,10 @@ INSERT INTO promotions (sku, name, starts, ends, price) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (sku, name, starts) DO UPDATE SET ends = excluded.ends, price = excluded.price
 WHERE (promotions.ends, promotions.price) IS NOT (excluded.ends, excluded.price)
 """
+_CLAIM_EVENT = """
+INSERT INTO applied_events (event_id, source, applied_ms) VALUES (?, ?, ?)
+ON CONFLICT (event_id) DO NOTHING
+"""
 _UPSERT_SALES = """
 INSERT INTO sales (sku, day, units) VALUES (?, ?, ?)
 ON CONFLICT (sku, day) DO UPDATE SET units = excluded.units
@@ -187,6 +191,20 @@ class MarketStore:
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"not a market record: {record!r}")
         return conn.execute(sql, args).rowcount > 0
+
+    def claim_event(
+        self, conn: sqlite3.Connection, event_id: str, source: str, applied_ms: int
+    ) -> bool:
+        """Inside a transaction: note `event_id` as applied; False when it already was.
+
+        Written in the transaction of the event's effect, so the id and the effect commit
+        or vanish together, and a redelivery after a crash finds exactly one of both.
+        """
+        return conn.execute(_CLAIM_EVENT, (event_id, source, applied_ms)).rowcount > 0
+
+    def applied_event_count(self) -> int:
+        """How many distinct event ids this store has applied."""
+        return int(self._conn().execute("SELECT count(*) FROM applied_events").fetchone()[0])
 
     def has_sku(self, sku: str) -> bool:
         """Known to this process, or written since by another one (checked on a miss)."""

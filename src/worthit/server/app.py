@@ -28,7 +28,8 @@ from worthit.engine.engine import Engine
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
-from worthit.server import chat_api, decide_api, health_api, page, products_api
+from worthit.server import chat_api, decide_api, events_api, health_api, page, products_api
+from worthit.server.event_service import start_events
 from worthit.server.guard import (
     ALWAYS_OPEN,
     LOOPBACK_HOSTS,
@@ -79,12 +80,15 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
             state.answerer = Answerer(
                 store, state.engine, clock=settings.clock, explanations=explanations, model=model
             )
+            state.events = start_events(store, state.answerer, settings)
             if settings.background:
                 state.generator = ExplanationGenerator(state.answerer)
                 background = asyncio.create_task(state.generator.run())
         try:
             yield
         finally:
+            if state.events is not None:
+                await state.events.stop()
             if background is not None:
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -125,6 +129,7 @@ def _routes(with_market: bool) -> list[BaseRoute]:
     if with_market:
         routes += [
             *decide_api.router.routes,
+            *events_api.router.routes,
             *products_api.router.routes,
             *page.router.routes,
             page.static_mount(),

@@ -31,3 +31,11 @@ class ServiceSettings:
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
     """What "now" is for fact sheets; tests pin it, so answers do not depend on the day."""
+    live_rate: float = 0.0
+    """Events a second the live simulator publishes into the service's own event bus
+    (`worthit serve --live-rate`; 0: none)."""
+    freshness: bool = False
+    """Hold answers to the freshness objective (decide/rules.py): an answer on data older
+    than it says so and is less confident. For a store fed live: the simulator above, or
+    a retailer's feed through POST /v1/events."""
+    live_seed: int = 7

@@ -16,6 +16,7 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.engine.engine import Engine
 from worthit.market.store import MarketStore
+from worthit.server.event_service import EventService
 from worthit.server.ratelimit import TenantLimiter
 from worthit.server.settings import ServiceSettings
 from worthit.server.tenants import TenantStore
@@ -37,6 +38,8 @@ class ServiceState:
     answerer: Answerer | None = None
     generator: ExplanationGenerator | None = None
     """Writes explanations in the engine's idle time (None: off, or no market)."""
+    events: EventService | None = None
+    """The event bus and the live simulator feeding it (None: no market)."""
 
     def running_engine(self) -> Engine:
         if self.engine is None:

@@ -1,0 +1,113 @@
+"""POST /v1/events and GET /v1/events/schema; and the event bus the service runs.
+
+A request carries up to `MAX_EVENTS` events. Each is validated on its own: a bad one is
+named by its index and field and the good ones still go through the one apply path, via
+the embedded bus, before the answer says which were applied, which were duplicates
+(their id was applied before) and which were rejected. Only a body that is not
+`{"events": [...]}` at all is refused whole (problem details, 422).
+
+The bus itself is started by the lifespan (server/event_service.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Annotated, Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from worthit.market.apply import Outcome
+from worthit.market.bus import BusClosedError, BusFullError, EventBus
+from worthit.market.events import SCHEMA_ID, Event, EventError, event_schema, parse_event
+from worthit.server.problems import ProblemError
+from worthit.server.state import ServiceState, StateDep
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["events"])
+
+MAX_EVENTS = 500
+"""Events per request. With the 64 KiB body limit (server/guard.py) a request of typical
+events (about 120 bytes each) fits this many; send more in several requests."""
+SUBMIT_TIMEOUT_S = 5.0
+"""How long a request waits for room in a full queue before it is answered 503."""
+SCHEMA_MEDIA_TYPE = "application/schema+json"
+
+
+class EventsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    events: Annotated[
+        list[Any],
+        Field(
+            min_length=1,
+            max_length=MAX_EVENTS,
+            description=f"Events as described by {SCHEMA_ID} (GET /v1/events/schema).",
+        ),
+    ]
+
+
+@router.post("/v1/events")
+async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
+    """Apply market events: each is applied, a duplicate, or rejected (by index and field)."""
+    bus = _bus(state)
+    rejected: list[EventError] = []
+    good: list[tuple[int, Event]] = []
+    for index, data in enumerate(body.events):
+        parsed = parse_event(data, index)
+        if isinstance(parsed, EventError):
+            rejected.append(parsed)
+        else:
+            good.append((index, parsed))
+    try:
+        results = await bus.submit([event for _, event in good], timeout_s=SUBMIT_TIMEOUT_S)
+    except (BusFullError, BusClosedError) as exc:
+        raise ProblemError(
+            503, "Event queue full", str(exc), "events", headers={"Retry-After": "1"}
+        ) from exc
+    except sqlite3.OperationalError as exc:
+        log.exception("a batch of events failed")
+        raise ProblemError(
+            503, "Store unavailable", f"the events were not applied: {exc}", "events",
+            headers={"Retry-After": "1"},
+        ) from exc  # fmt: skip
+    applied: list[str] = []
+    duplicates: list[str] = []
+    for (index, event), result in zip(good, results, strict=True):
+        if result.outcome is Outcome.APPLIED:
+            applied.append(event.event_id)
+        elif result.outcome is Outcome.DUPLICATE:
+            duplicates.append(event.event_id)
+        else:
+            error = result.error
+            rejected.append(
+                EventError(
+                    index,
+                    error.field if error else "(event)",
+                    error.message if error else "not stored",
+                    event.event_id,
+                )
+            )
+    rejected.sort(key=lambda error: error.index)
+    return JSONResponse(
+        {
+            "applied": applied,
+            "duplicates": duplicates,
+            "rejected": [error.to_dict() for error in rejected],
+        }
+    )
+
+
+@router.get("/v1/events/schema")
+async def events_schema() -> JSONResponse:
+    """The JSON Schema of one event; its `$id` names the version."""
+    return JSONResponse(event_schema(), media_type=SCHEMA_MEDIA_TYPE)
+
+
+def _bus(state: ServiceState) -> EventBus:
+    if state.events is None:
+        raise ProblemError(503, "Not ready", "the event bus is not running", None)
+    return state.events.bus

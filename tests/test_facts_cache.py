@@ -1,0 +1,88 @@
+"""The fact cache: evicted at once by the bus's after-commit notice, the revision check
+kept as the safety net for writers the bus does not see."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from worthit.answer.answerer import Answerer
+from worthit.facts.builder import FactsBuilder
+from worthit.facts.cache import LIVE_KEY, FactsCache
+from worthit.market.bus import EventBus
+from worthit.market.events import EventError, parse_event
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import iso
+
+from conftest import MARKET_NOW_MS, market_clock
+
+
+@pytest.fixture
+def store(small_market: Path, tmp_path: Path) -> MarketStore:
+    shutil.copy(small_market, tmp_path / "m.db")
+    return MarketStore(tmp_path / "m.db")
+
+
+def test_evict_drops_only_the_named_sheets(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()))
+    assert cache.get("S1") is not None and cache.get("S2") is not None
+    assert cache.evict(["S1", "S404"]) == 1
+    assert len(cache) == 1 and cache.evictions == 1
+    cache.get("S2")
+    assert cache.hits == 1
+    cache.get("S1")
+    assert cache.misses == 3
+
+
+def test_a_writer_the_bus_does_not_see_is_caught_by_the_revision(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()))
+    before = cache.get("S1")
+    other_process = MarketStore(store.path)  # `worthit import` beside the server
+    other_process.apply([parse_ok(price_event("x1", 123.45))])
+    after = cache.get("S1")
+    assert before is not None and after is not None
+    assert after.current_price == 123.45 and after.version != before.version
+
+
+def test_live_sheets_say_so_and_plain_ones_do_not(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()))
+    plain = cache.get("S1")
+    assert plain is not None and LIVE_KEY not in plain.extra
+    cache.live = True
+    live = cache.get("S1")
+    assert live is not None and live.extra[LIVE_KEY] is True
+    assert live.version == plain.version  # the same facts, only judged against the objective
+
+
+def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> None:
+    answerer = Answerer(store, None, clock=market_clock())
+    before = answerer.facts.get("S1")
+    assert before is not None
+    new_price = round((before.current_price or 100.0) - 5.0, 2)
+
+    async def run() -> None:
+        bus = EventBus(store)
+        bus.subscribe(answerer.facts_changed)
+        bus.start()
+        await bus.submit([parse_ok(price_event("p1", new_price))])
+        await bus.stop()
+
+    asyncio.run(run())
+    assert len(answerer.facts) == 0 and answerer.facts.evictions == 1
+    assert {answerer.wanted.pop(), answerer.wanted.pop()} == {("S1", "en"), ("S1", "zh")}
+    after = answerer.facts.get("S1")
+    assert after is not None and after.current_price == new_price
+
+
+def price_event(event_id: str, value: float) -> dict[str, object]:
+    return {"type": "price", "event_id": event_id, "source": "test", "sku": "S1",
+            "ts": iso(MARKET_NOW_MS - 1000), "price": value}  # fmt: skip
+
+
+def parse_ok(data: dict[str, object]):  # type: ignore[no-untyped-def]
+    parsed = parse_event(data)
+    assert not isinstance(parsed, EventError), parsed
+    return parsed
