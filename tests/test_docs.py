@@ -110,10 +110,10 @@ MAY_IMPORT = {
     "decide": {"facts", "market", "text"},
     "explain": {"decide", "facts", "market", "text"},
     "engine": {"text"},
-    "answer": {"explain", "decide", "engine", "facts", "market", "text"},
+    "answer": {"audit", "explain", "decide", "engine", "facts", "market", "text"},
     "audit": {"market", "text"},
     "server": {"answer", "audit", "explain", "decide", "engine", "facts", "market", "text"},
-    "cli": {"server", "answer", "explain", "decide", "engine", "facts", "market", "text"},
+    "cli": {"server", "answer", "audit", "explain", "decide", "engine", "facts", "market", "text"},
 }
 """design.md: server → answer → explain/decide/engine → facts → market; the engine knows
 nothing about products; audit is fed by answer and read by server; the CLI sits beside

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from worthit.cli.ask import ask_command
+from worthit.cli.audit import audit_app
 from worthit.cli.errors import user_errors
 from worthit.cli.explain import explain_command
 from worthit.cli.facts import facts_command
@@ -26,6 +27,7 @@ app.command("import")(user_errors(import_command))
 app.command("simulate")(user_errors(simulate_command))
 app.command("serve")(user_errors(serve_command))
 app.add_typer(keys_app, name="keys")
+app.add_typer(audit_app, name="audit")
 
 
 def main() -> None:
