@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 from audit_factories import record
+from audit_fixtures import log_path
 
 from worthit.audit.checkpoint import Checkpoint
 from worthit.audit.issued import MAGIC
@@ -43,6 +44,8 @@ CHILD = textwrap.dedent(
     os._exit(0)
     """
 )
+
+__all__ = ["log_path"]
 
 
 def crash(path: Path) -> list[Receipt]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from audit_factories import record
+from audit_fixtures import audit_log, log_path
 from rfc9162_reference import mth, path, proof
 
 from worthit.audit.checkpoint import Checkpoint
@@ -26,6 +27,8 @@ from worthit.audit.note import NoteVerifier
 from worthit.audit.proofs import verify_consistency, verify_inclusion
 from worthit.audit.record import AuditRecord
 from worthit.audit.store import LogReader
+
+__all__ = ["audit_log", "log_path"]
 
 
 def fill(log: AuditLog, n: int) -> list[Receipt]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from audit_factories import BASE_MS, record
+from audit_fixtures import log_path
 from scipy import stats
 
 from worthit.audit.bundle import make_bundle, verify_bundle
@@ -30,6 +31,8 @@ from worthit.audit.sla import (
     upper_bound,
 )
 from worthit.audit.store import LogReader
+
+__all__ = ["log_path"]
 
 
 def test_the_smallest_samples_that_bound_a_percentile() -> None:

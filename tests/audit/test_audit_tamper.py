@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from audit_factories import record
+from audit_fixtures import log_path
 
 from worthit.audit.log import AuditLog, CheckpointPolicy
 from worthit.audit.logcheck import LogReport, check_log
@@ -15,6 +16,8 @@ from worthit.audit.merkle import leaf_hash
 from worthit.audit.note import NoteVerifier
 
 SIZE = 40
+
+__all__ = ["log_path"]
 
 
 @pytest.fixture

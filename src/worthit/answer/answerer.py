@@ -14,7 +14,9 @@ model's text.
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
 from worthit.answer.demand import LANGUAGES, LanguageMix, Wanted
@@ -22,6 +24,7 @@ from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.live import explain_live, needs_no_model
 from worthit.answer.metrics import AnswerMetrics
+from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
 from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.resolve import ProductResolver
 from worthit.engine.engine import Engine
@@ -35,6 +38,8 @@ from worthit.market.store import MarketStore
 from worthit.market.timeutil import Clock, iso, now_ms
 from worthit.text.sentences import sentence_ends
 
+log = logging.getLogger(__name__)
+
 
 class Answerer:
     """Answers questions about one market.
@@ -42,6 +47,7 @@ class Answerer:
     `engine` None means template text only. `explanations` is the store of checked
     explanations (None: every explanation is written live). `model` is the model file's
     identity (`explain.keys.model_identity`), part of every stored explanation's key.
+    `audit` is the log every answer is appended to (None: none kept).
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class Answerer:
         explanations: ExplanationStore | None = None,
         model: str | None = None,
         metrics: AnswerMetrics | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -60,6 +67,7 @@ class Answerer:
         self.explanations = explanations
         self.model = model or (engine.model_id if engine is not None else "no-model")
         self.metrics = metrics or AnswerMetrics()
+        self.audit = audit
         self.languages = LanguageMix()
         """Who asks in which language: the generator's demand order reads it."""
         self.wanted = Wanted()
@@ -92,12 +100,15 @@ class Answerer:
         deadline_s: float | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         tenant: str | None = None,
+        request_id: str | None = None,
     ) -> AsyncGenerator[Event]:
         """VerdictReady, then the explanation's Deltas, then Finished (always last).
 
         `deadline_s` is the time the whole answer may take from this call (None: no
         deadline, the model finishes); the engine refuses at once what cannot fit.
-        `tenant` shares the engine fairly with other tenants of its class.
+        `tenant` shares the engine fairly with other tenants of its class. With an audit
+        log the answer is appended to it (as `request_id`, made up when None) before
+        Finished, which carries the receipt.
         """
         started = time.perf_counter()
         decision = self.decider.decide(question, sku=sku, language=language)
@@ -116,7 +127,12 @@ class Answerer:
         if explanation is not None:
             timings.update(explanation.timings_ms)
         timings["total"] = _ms(started)
-        yield Finished(decision, explanation, priority, timings)
+        finished = Finished(
+            decision, explanation, priority, timings, request_id or uuid.uuid4().hex
+        )
+        if self.audit is not None:
+            finished.receipt = self._record(finished, question, tenant)
+        yield finished
 
     async def _explain(
         self,
@@ -187,6 +203,34 @@ class Answerer:
             generated_at=iso(stored.generated_at_ms),
             timings_ms={"llm_first_token": elapsed, "llm_total": elapsed},
         )
+
+    def _record(self, finished: Finished, question: str, tenant: str | None) -> Receipt | None:
+        """Append the answer to the audit log; a log that cannot take it costs the answer
+        its receipt, never the answer itself."""
+        assert self.audit is not None
+        decision, explanation = finished.decision, finished.explanation
+        sheet, verdict = decision.sheet, decision.verdict
+        record = AuditRecord.for_answer(
+            request_id=finished.request_id,
+            question=question,
+            tenant=tenant,
+            facts=None if sheet is None else sheet.to_dict(),
+            facts_version=None if sheet is None else sheet.version,
+            verdict=None if verdict is None else verdict.kind.value,
+            explanation=None if explanation is None else explanation.text,
+            explanation_source=None if explanation is None else explanation.source,
+            model=self.model,
+            timings_ms=finished.timings_ms,
+            sku=None if sheet is None else sheet.sku,
+            language=decision.language,
+            priority=finished.priority.name.lower(),
+            status=decision.status.value,
+        )
+        try:
+            return self.audit.append(record)
+        except (BacklogFullError, LogClosedError) as exc:
+            log.warning("answer %s not in the audit log: %s", record.request_id, exc)
+            return None
 
     def _after_live(self, decision: Decision, key: str, final: Explanation) -> None:
         """Store what the model wrote while the shopper waited; or queue the inputs."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from worthit.audit import Receipt
 from worthit.decide.decider import Decision
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta, Explanation
@@ -28,6 +29,10 @@ class Finished:
     priority: Priority
     """The class the answer ran at: the tenant's ceiling or lower, never higher."""
     timings_ms: dict[str, float] = field(default_factory=dict)
+    request_id: str = ""
+    """The answer's id: the caller's, or one made up for it (its audit leaf carries it)."""
+    receipt: Receipt | None = None
+    """Where the answer sits in the audit log (None: the flow keeps no log)."""
 
     @property
     def generated_tokens(self) -> int:

@@ -92,7 +92,8 @@ def explanation_payload(explanation: Explanation | None) -> dict[str, Any]:
 
 
 DONE_FIELDS = ("finish_reason", "explanation_source", "explanation", "cached", "generated_at",
-               "fallback_reason", "ungrounded", "timings_ms", "tokens", "priority")  # fmt: skip
+               "fallback_reason", "ungrounded", "timings_ms", "tokens", "priority",
+               "request_id", "receipt")  # fmt: skip
 """What the SSE `done` event carries: the answer's end, without repeating the verdict."""
 
 
@@ -103,6 +104,9 @@ def answer_payload(finished: Finished) -> dict[str, Any]:
     data["tokens"] = dict(finished.explanation.tokens) if finished.explanation else {}
     data["timings_ms"] = finished.timings_ms
     data["priority"] = finished.priority.name.lower()
+    data["request_id"] = finished.request_id
+    if finished.receipt is not None:
+        data["receipt"] = finished.receipt.to_dict()
     return data
 
 

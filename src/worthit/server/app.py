@@ -24,11 +24,20 @@ from starlette.routing import BaseRoute
 
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
+from worthit.audit import AuditLog, AuditPaths
 from worthit.engine.engine import Engine
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
-from worthit.server import chat_api, decide_api, events_api, health_api, page, products_api
+from worthit.server import (
+    audit_api,
+    chat_api,
+    decide_api,
+    events_api,
+    health_api,
+    page,
+    products_api,
+)
 from worthit.server.event_service import start_events
 from worthit.server.guard import (
     ALWAYS_OPEN,
@@ -77,8 +86,19 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                 settings.db_path, settings.explanation_capacity, settings.clock
             )
             model = model_identity(settings.model_path) if settings.model_path else None
+            if settings.audit:
+                state.audit = await asyncio.to_thread(
+                    AuditLog,
+                    AuditPaths.beside(settings.db_path).db,
+                    policy=settings.audit_policy,
+                )
             state.answerer = Answerer(
-                store, state.engine, clock=settings.clock, explanations=explanations, model=model
+                store,
+                state.engine,
+                clock=settings.clock,
+                explanations=explanations,
+                model=model,
+                audit=state.audit,
             )
             state.events = start_events(store, state.answerer, settings)
             if settings.background:
@@ -95,10 +115,16 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                     await background
             if state.answerer is not None and state.answerer.explanations is not None:
                 state.answerer.explanations.close()
+            if state.audit is not None:
+                await asyncio.to_thread(state.audit.close)
             if engine is None:
                 state.engine.close()
 
-    open_paths = ALWAYS_OPEN + (OPERATIONS_PATHS if settings.open_operations else ())
+    open_paths = (
+        ALWAYS_OPEN
+        + audit_api.PUBLIC_PATHS
+        + (OPERATIONS_PATHS if settings.open_operations else ())
+    )
     app = FastAPI(
         title="worthit",
         routes=_routes(with_market=store is not None),
@@ -128,6 +154,7 @@ def _routes(with_market: bool) -> list[BaseRoute]:
     routes = [*chat_api.router.routes, *health_api.router.routes]
     if with_market:
         routes += [
+            *audit_api.router.routes,
             *decide_api.router.routes,
             *events_api.router.routes,
             *products_api.router.routes,

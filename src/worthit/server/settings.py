@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.market.timeutil import Clock, now_ms
@@ -31,6 +32,10 @@ class ServiceSettings:
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
     """What "now" is for fact sheets; tests pin it, so answers do not depend on the day."""
+    audit: bool = True
+    """Append every answer to the audit log beside the market (`<market>.audit.db`)."""
+    audit_policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    """How often the log signs a checkpoint (every 1024 leaves or 5 s)."""
     live_rate: float = 0.0
     """Events a second the live simulator publishes into the service's own event bus
     (`worthit serve --live-rate`; 0: none)."""

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
+from worthit.audit import AuditLog
 from worthit.engine.engine import Engine
 from worthit.market.store import MarketStore
 from worthit.server.event_service import EventService
@@ -38,6 +39,8 @@ class ServiceState:
     answerer: Answerer | None = None
     generator: ExplanationGenerator | None = None
     """Writes explanations in the engine's idle time (None: off, or no market)."""
+    audit: AuditLog | None = None
+    """The log every answer is appended to (None: no market, or off in the settings)."""
     events: EventService | None = None
     """The event bus and the live simulator feeding it (None: no market)."""
 

@@ -46,15 +46,16 @@ async def worthit_chat(
                               "messages")  # fmt: skip
     _, answerer = state.market()
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     events = answerer.ask(
         question,
         priority=priority,
         deadline_s=deadline_ms / 1000,
         max_tokens=budget.tokens,
         tenant=tenant,
+        request_id=completion_id,
     )
     pieces = _pieces(events, budget)
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     if body.stream:
         return StreamingResponse(

@@ -1,4 +1,7 @@
-"""Fixtures for the audit log tests: a log in a temporary folder, and records to fill it."""
+"""Fixtures for the audit log tests: a log in a temporary folder.
+
+A module the tests import, not a conftest.py: a second conftest module would shadow
+tests/conftest.py for every `from conftest import ...` in the suite."""
 
 from __future__ import annotations
 
