@@ -56,3 +56,35 @@ def run_cli(
         timeout=600,
         check=False,
     )
+
+
+REDIS_URL_ENV = "WORTHIT_TEST_REDIS"
+DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def require_service(available: bool, reason: str) -> None:
+    """Skip a test whose outside service is absent, but fail it in CI (CI=true), where
+    .ci/run starts every service the tests need: there a skip would hide a broken set-up."""
+    if available:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}, and CI=true: .ci/run should have started it")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The real Redis the tests may use ($WORTHIT_TEST_REDIS, else 127.0.0.1:6379/0);
+    each test keeps to keys of its own and deletes them after."""
+    import redis
+
+    url = os.environ.get(REDIS_URL_ENV, DEFAULT_TEST_REDIS)
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        answers = bool(client.ping())
+    except (redis.RedisError, OSError):
+        answers = False
+    finally:
+        client.close()
+    require_service(answers, f"no Redis answers at {url}")
+    return url

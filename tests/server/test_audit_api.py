@@ -158,3 +158,12 @@ def test_a_receipt_verifies_offline_with_the_cli(market_copy: Path, tmp_path: Pa
     whole = run_cli("audit", "verify", "--db", str(market_copy))
     assert whole.returncode == 0, whole.stderr
     assert AuditPaths.beside(market_copy).key.stat().st_mode & 0o777 == 0o600
+
+
+def test_readyz_reports_the_log_and_what_a_crash_lost(market_copy: Path) -> None:
+    with serving(market_copy, auth=False) as server:
+        httpx.post(server.base_url + "/v1/decide", json={"question": QUESTION}, timeout=30)
+        signed_checkpoint(server.base_url, market_copy, at_least=1)
+        audit = httpx.get(server.base_url + "/readyz").json()["audit"]
+    assert audit["leaves"] >= 1 and audit["checkpoint_size"] >= 1
+    assert audit["lost_at_last_start"] == 0 and audit["lost_exact"] is True

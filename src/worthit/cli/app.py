@@ -12,6 +12,7 @@ from worthit.cli.facts import facts_command
 from worthit.cli.keys import keys_app
 from worthit.cli.market import import_command, simulate_command
 from worthit.cli.serve import serve_command
+from worthit.cli.sources import sources_app
 
 app = typer.Typer(
     name="worthit",
@@ -27,6 +28,7 @@ app.command("import")(user_errors(import_command))
 app.command("simulate")(user_errors(simulate_command))
 app.command("serve")(user_errors(serve_command))
 app.add_typer(keys_app, name="keys")
+app.add_typer(sources_app, name="sources")
 app.add_typer(audit_app, name="audit")
 
 

@@ -17,6 +17,7 @@ from worthit.cli.progress import bar, stderr
 from worthit.market.bus import EventBus
 from worthit.market.importer import import_lines
 from worthit.market.live import LiveMarket, run_live
+from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
 from worthit.market.simulator import SimulationSummary, simulate
 from worthit.market.store import MarketStore
 
@@ -25,6 +26,7 @@ DEMO_DAYS = 180
 DEMO_SEED = 7
 LIVE_RATE = 50.0
 MAX_ERRORS_SHOWN = 20
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def import_command(
@@ -97,6 +99,18 @@ def simulate_command(
         float | None,
         typer.Option(min=0, help="With --live: stop after this many seconds.", show_default=False),
     ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option(
+            "--redis",
+            help="With --live: publish to this Redis (redis://host:port/db) stream instead "
+            "of applying, for the servers consuming it (worthit serve --redis).",
+            show_default=False,
+        ),
+    ] = None,
+    redis_stream: Annotated[
+        str, typer.Option("--redis-stream", help="With --redis: the stream's key.")
+    ] = DEFAULT_STREAM,
 ) -> None:
     """Build a deterministic demo market (same seed and end day → same content)."""
     try:
@@ -104,10 +118,26 @@ def simulate_command(
     except ValueError:
         stderr.print(f"[red]error:[/] --end must be YYYY-MM-DD, got {end!r}")
         raise typer.Exit(2) from None
+    if redis is not None:
+        redis = redis_url(redis)
+        if not live:
+            stderr.print("[red]error:[/] --redis publishes live events: give --live too")
+            raise typer.Exit(2)
     store = MarketStore(db_path(db))
     if not live or store.count_products() == 0:
         print(_describe(build_demo(store, skus, days, seed, end_day)))
-    if live:
+    if live and redis is not None:
+        where = StreamConfig(redis, redis_stream).where
+        stderr.print(f"live: {rate:g} events a second to {redis_stream} at {where} (Ctrl-C stops)")
+        started = time.monotonic()
+        publisher = StreamPublisher(redis, redis_stream)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_publish_live(store, publisher, rate, seed, duration))
+        print(
+            f"live: {publisher.published} events in {time.monotonic() - started:.1f} s "
+            f"published to {redis_stream} ({publisher.retries} retried sends)"
+        )
+    elif live:
         stderr.print(f"live: {rate:g} events a second into {store.path} (Ctrl-C stops)")
         started = time.monotonic()
         bus = EventBus(store)
@@ -130,6 +160,26 @@ async def _run_live(
         await run_live(LiveMarket(store, seed=seed), bus.publish, rate, duration_s=duration)
     finally:
         await bus.stop()
+
+
+async def _publish_live(
+    store: MarketStore, publisher: StreamPublisher, rate: float, seed: int, duration: float | None
+) -> None:
+    """The live simulator into a Redis stream: the servers consuming it apply the events."""
+    try:
+        await run_live(LiveMarket(store, seed=seed), publisher.publish, rate, duration_s=duration)
+    finally:
+        await publisher.close()
+
+
+def redis_url(url: str) -> str:
+    """`url` when it names a Redis server; a usage error naming --redis otherwise."""
+    if not url.startswith(REDIS_SCHEMES):
+        raise typer.BadParameter(
+            f"expected a URL starting with {', '.join(REDIS_SCHEMES)}, got {url!r}",
+            param_hint="--redis",
+        )
+    return url
 
 
 def build_demo(

@@ -7,12 +7,13 @@ from typing import Annotated
 
 import typer
 
-from worthit.cli.market import build_demo
+from worthit.cli.market import build_demo, redis_url
 from worthit.cli.options import DbOption, db_path
 from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -77,10 +78,23 @@ def serve_command(
         typer.Option(
             "--freshness/--no-freshness",
             help="Hold answers to the freshness objective (default: on when the live "
-            "simulator runs; turn it on when a feed posts events to /v1/events).",
+            "simulator runs or --redis is given; turn it on when a feed posts events to "
+            "/v1/events).",
             show_default=False,
         ),
     ] = None,
+    redis: Annotated[
+        str | None,
+        typer.Option(
+            "--redis",
+            help="Also consume events from a Redis stream (redis://host:port/db), in a "
+            "consumer group shared by every server on it.",
+            show_default=False,
+        ),
+    ] = None,
+    redis_stream: Annotated[
+        str, typer.Option("--redis-stream", help="With --redis: the stream's key.")
+    ] = DEFAULT_STREAM,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
@@ -90,6 +104,8 @@ def serve_command(
     from worthit.server.settings import ServiceSettings
     from worthit.server.transport import TransportLimits
 
+    if redis is not None:
+        redis = redis_url(redis)
     model_path = resolve_model_path(model)
     if demo and host not in LOOPBACK:
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
@@ -120,7 +136,9 @@ def serve_command(
         background=background,
         explanation_capacity=explanations,
         live_rate=rate,
-        freshness=freshness if freshness is not None else rate > 0,
+        freshness=freshness if freshness is not None else rate > 0 or redis is not None,
+        redis_url=redis,
+        redis_stream=redis_stream,
     )
     engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()
@@ -131,6 +149,9 @@ def serve_command(
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
     if rate > 0:
         stderr.print(f"live simulator: {rate:g} events a second into {path.name}")
+    if redis is not None:
+        where = StreamConfig(redis, redis_stream).where
+        stderr.print(f"events: Redis stream {redis_stream} at {where} (group worthit)")
     stderr.print(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'

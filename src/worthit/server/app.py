@@ -37,6 +37,7 @@ from worthit.server import (
     health_api,
     page,
     products_api,
+    webhooks_api,
 )
 from worthit.server.event_service import start_events
 from worthit.server.guard import (
@@ -157,6 +158,7 @@ def _routes(with_market: bool) -> list[BaseRoute]:
             *audit_api.router.routes,
             *decide_api.router.routes,
             *events_api.router.routes,
+            *webhooks_api.router.routes,
             *products_api.router.routes,
             *page.router.routes,
             page.static_mount(),

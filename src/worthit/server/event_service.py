@@ -1,9 +1,11 @@
-"""The service's event bus, and the live simulator feeding it, for one app's lifetime.
+"""The service's event inputs, for one app's lifetime: the bus and what feeds it.
 
 The lifespan starts them: the bus's consumer applies events in batches, and its
 after-commit notice reaches the answer flow (fact sheets evicted, explanations queued for
 regeneration); with `live_rate` the live simulator runs inside the process, so the demo's
-prices move while it serves.
+prices move while it serves; with `redis_url` a consumer of the Redis stream feeds the
+same bus, acknowledging each entry after its commit. The webhook sources (their secrets
+and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from worthit.answer.answerer import Answerer
 from worthit.market.bus import EventBus
 from worthit.market.live import LiveMarket, run_live
+from worthit.market.redis_stream import StreamConfig, StreamConsumer
+from worthit.market.sources import SourceStore
 from worthit.market.store import MarketStore
 from worthit.server.settings import ServiceSettings
 
@@ -22,23 +27,57 @@ log = logging.getLogger(__name__)
 
 
 class EventService:
-    """The bus and, when asked, the live simulator feeding it, for one app's lifetime."""
+    """The bus and, when asked, the live simulator and the Redis consumer feeding it."""
 
-    def __init__(self, bus: EventBus, feed: asyncio.Task[int] | None) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        feed: asyncio.Task[int] | None,
+        stream: StreamConsumer | None = None,
+        sources: SourceStore | None = None,
+    ) -> None:
         self.bus = bus
         self.feed = feed
+        self.stream = stream
+        self.sources = sources
 
     async def stop(self) -> None:
+        """Inputs first, then the bus: the Redis consumer's batch in hand is applied and
+        acknowledged before the bus stops taking events."""
         if self.feed is not None:
             self.feed.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.feed
+        if self.stream is not None:
+            await self.stream.stop()
         await self.bus.stop()
+        if self.sources is not None:
+            self.sources.close()
+
+    def status(self) -> dict[str, Any]:
+        """The `events` entry of /readyz."""
+        stats = self.bus.stats
+        return {
+            "bus": {"pending": self.bus.pending, **vars(stats)},
+            "live_feed": self.feed is not None and not self.feed.done(),
+            "redis": self.stream.status() if self.stream is not None else None,
+        }
+
+    def problems(self) -> list[str]:
+        """What is degraded: answers go on from the store, but its data may be getting old."""
+        stream = self.stream
+        if stream is None or stream.connected:
+            return []
+        cause = f": {stream.last_error}" if stream.last_error else ""
+        return [
+            f"events: the Redis stream {stream.config.stream} at {stream.config.where} is "
+            f"{stream.state.value}{cause}; answering from the store"
+        ]
 
 
 def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettings) -> EventService:
-    """Start the bus (on the running loop) and the live simulator when the settings ask
-    for it; the simulator stamps its events with `settings.clock`."""
+    """Start the bus (on the running loop), the live simulator and the Redis consumer when
+    the settings ask for them; the simulator stamps its events with `settings.clock`."""
     answerer.facts.live = settings.freshness
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
@@ -50,7 +89,17 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
             run_live(market, bus.publish, settings.live_rate)
         )
         feed.add_done_callback(_log_failure)
-    return EventService(bus, feed)
+    stream = None
+    if settings.redis_url is not None:
+        config = StreamConfig(
+            url=settings.redis_url,
+            stream=settings.redis_stream,
+            group=settings.redis_group,
+            claim_idle_s=settings.redis_claim_idle_s,
+        )
+        stream = StreamConsumer(config, bus.submit)
+        stream.start()
+    return EventService(bus, feed, stream, SourceStore(store.path))
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

@@ -19,9 +19,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from worthit.market.apply import Outcome
-from worthit.market.bus import BusClosedError, BusFullError, EventBus
+from worthit.market.apply import EventResult, Outcome
+from worthit.market.bus import BusClosedError, BusFullError
 from worthit.market.events import SCHEMA_ID, Event, EventError, event_schema, parse_event
+from worthit.server.event_service import EventService
 from worthit.server.problems import ProblemError
 from worthit.server.state import ServiceState, StateDep
 
@@ -53,17 +54,38 @@ class EventsRequest(BaseModel):
 @router.post("/v1/events")
 async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
     """Apply market events: each is applied, a duplicate, or rejected (by index and field)."""
-    bus = _bus(state)
-    rejected: list[EventError] = []
+    service = event_service(state)
+    good, rejected = parse_events(body.events)
+    results = await submit_events(service, [event for _, event in good])
+    return JSONResponse(event_report(good, results, rejected))
+
+
+def parse_events(
+    items: list[Any], source: str | None = None
+) -> tuple[list[tuple[int, Event]], list[EventError]]:
+    """The events that parse, with their index, and the errors of those that do not.
+    With `source` (a webhook's), an event may leave it out and may not name another."""
     good: list[tuple[int, Event]] = []
-    for index, data in enumerate(body.events):
+    rejected: list[EventError] = []
+    for index, data in enumerate(items):
+        if source is not None and isinstance(data, dict) and "source" not in data:
+            data = {**data, "source": source}
         parsed = parse_event(data, index)
         if isinstance(parsed, EventError):
             rejected.append(parsed)
+        elif source is not None and parsed.source != source:
+            message = f"must be {source!r}, this webhook's source, or left out"
+            rejected.append(EventError(index, "source", message, parsed.event_id))
         else:
             good.append((index, parsed))
+    return good, rejected
+
+
+async def submit_events(service: EventService, events: list[Event]) -> list[EventResult]:
+    """Through the bus into the one apply path; a full queue or a failing store is a 503
+    the sender may retry (the events' ids make a retry safe)."""
     try:
-        results = await bus.submit([event for _, event in good], timeout_s=SUBMIT_TIMEOUT_S)
+        return await service.bus.submit(events, timeout_s=SUBMIT_TIMEOUT_S)
     except (BusFullError, BusClosedError) as exc:
         raise ProblemError(
             503, "Event queue full", str(exc), "events", headers={"Retry-After": "1"}
@@ -74,8 +96,15 @@ async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
             503, "Store unavailable", f"the events were not applied: {exc}", "events",
             headers={"Retry-After": "1"},
         ) from exc  # fmt: skip
+
+
+def event_report(
+    good: list[tuple[int, Event]], results: list[EventResult], rejected: list[EventError]
+) -> dict[str, Any]:
+    """Which events were applied, which were duplicates, which were rejected and why."""
     applied: list[str] = []
     duplicates: list[str] = []
+    rejected = list(rejected)
     for (index, event), result in zip(good, results, strict=True):
         if result.outcome is Outcome.APPLIED:
             applied.append(event.event_id)
@@ -92,13 +121,11 @@ async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
                 )
             )
     rejected.sort(key=lambda error: error.index)
-    return JSONResponse(
-        {
-            "applied": applied,
-            "duplicates": duplicates,
-            "rejected": [error.to_dict() for error in rejected],
-        }
-    )
+    return {
+        "applied": applied,
+        "duplicates": duplicates,
+        "rejected": [error.to_dict() for error in rejected],
+    }
 
 
 @router.get("/v1/events/schema")
@@ -107,7 +134,7 @@ async def events_schema() -> JSONResponse:
     return JSONResponse(event_schema(), media_type=SCHEMA_MEDIA_TYPE)
 
 
-def _bus(state: ServiceState) -> EventBus:
+def event_service(state: ServiceState) -> EventService:
     if state.events is None:
         raise ProblemError(503, "Not ready", "the event bus is not running", None)
-    return state.events.bus
+    return state.events

@@ -28,8 +28,9 @@ from worthit.server.tenants import AuthError, TenantStore
 MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
 """A body must be read whole within this of its head (a slow upload holds a task)."""
-ALWAYS_OPEN = ("/healthz", "/readyz", "/static/")
-"""Paths anyone may reach, with or without a key: probes and the page's assets."""
+ALWAYS_OPEN = ("/healthz", "/readyz", "/static/", "/v1/webhooks/")
+"""Paths anyone may reach, with or without a key: probes, the page's assets, and signed
+webhooks (the signature is their key)."""
 OPERATIONS_PATHS = ("/metrics", "/docs", "/openapi.json")
 """Traffic, load and the API's shape: behind a key unless `open_operations` is set."""
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from worthit.audit import AuditLog
 from worthit.server.state import ServiceState, StateDep
 
 router = APIRouter(tags=["health"])
@@ -29,7 +30,11 @@ async def healthz(state: StateDep) -> dict[str, Any]:
 
 @router.get("/readyz")
 async def readyz(state: StateDep) -> JSONResponse:
-    """Ready when the model is loaded and the store answers; says what is degraded."""
+    """Ready when the model is loaded and the store answers; says what is degraded.
+
+    An event input that is down (Redis unreachable) is degraded but still ready: the
+    service answers from the store, and taking every replica out of rotation because
+    the feed stopped would turn data growing old into an outage."""
     degraded = []
     if state.engine is None:
         degraded.append("model not loaded: explanations fall back to template text")
@@ -42,9 +47,15 @@ async def readyz(state: StateDep) -> JSONResponse:
         if products == 0:
             degraded.append("store has no products")
     ready = not degraded
+    if state.events is not None:
+        degraded += state.events.problems()
     body: dict[str, Any] = {"ready": ready, "products": products, "degraded": degraded}
     if state.answerer is not None and state.answerer.explanations is not None:
         body["explanations"] = _explanations(state)
+    if state.events is not None:
+        body["events"] = state.events.status()
+    if state.audit is not None:
+        body["audit"] = _audit(state.audit)
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
@@ -67,6 +78,19 @@ def _explanations(state: ServiceState) -> dict[str, Any]:
     else:
         info["generating"] = False
     return info
+
+
+def _audit(log: AuditLog) -> dict[str, Any]:
+    """How big the log is, and what the last start found lost: a crash's toll, in receipts
+    handed out whose leaves never reached the disk (tombstones now hold their places)."""
+    start = log.last_start
+    checkpoint = log.latest_stored_checkpoint()
+    return {
+        "leaves": log.size,
+        "checkpoint_size": None if checkpoint is None else checkpoint.size,
+        "lost_at_last_start": start.lost,
+        "lost_exact": start.exact,
+    }
 
 
 @router.get("/metrics")

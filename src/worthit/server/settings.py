@@ -44,3 +44,12 @@ class ServiceSettings:
     than it says so and is less confident. For a store fed live: the simulator above, or
     a retailer's feed through POST /v1/events."""
     live_seed: int = 7
+    redis_url: str | None = None
+    """Consume events from a Redis stream too (`worthit serve --redis`; None: only the
+    in-process bus). Redis being unreachable degrades /readyz; answers go on."""
+    redis_stream: str = "worthit:events"
+    """The stream's key; entries that cannot be applied go to this key + ':dead'."""
+    redis_group: str = "worthit"
+    """The consumer group every `worthit serve` on the stream joins."""
+    redis_claim_idle_s: float = 30.0
+    """Entries pending this long (a dead consumer's, a rejected event's) are delivered again."""
