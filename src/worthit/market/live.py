@@ -9,8 +9,11 @@ product and sends, stamped now:
 - a stock reading, always (the feed's heartbeat): lower by the units sold since the last
   reading, at the product's own daily rate, and now and then restocked when low; with
   today's sales count raised by those units;
-- a price move, one visit in five: a mean-reverting walk of a fraction of a percent,
-  kept within 2% of the price the feed first found, in cents, as the simulator prices;
+- a price move, one visit in forty (about every 20 minutes a product in the demo): a
+  mean-reverting walk of a fraction of a percent, kept within 2% of the price the feed
+  first found, in cents, as the simulator prices. Rarer would hide that prices move;
+  more often is not how retailers reprice, and every move makes the product's stored
+  explanations, whose numbers are checked against the new facts, wait to be rewritten;
 - a review, one visit in thirty: rated around the product's last 30 days, in English or
   Chinese, from the simulator's sentences.
 
@@ -37,7 +40,7 @@ from worthit.market.store import MarketStore
 from worthit.market.timeutil import DAY_MS, Clock, from_ms, now_ms
 
 LIVE_SOURCE = "live"
-PRICE_MOVE_CHANCE = 0.2
+PRICE_MOVE_CHANCE = 1 / 40
 REVIEW_CHANCE = 1 / 30
 RESTOCK_CHANCE = 0.1
 PRICE_BAND = 0.02
