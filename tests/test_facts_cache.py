@@ -66,6 +66,7 @@ def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> 
     async def run() -> None:
         bus = EventBus(store)
         bus.subscribe(answerer.facts_changed)
+        bus.subscribe(answerer.facts_restated, restated_only=True)
         bus.start()
         await bus.submit([parse_ok(price_event("p1", new_price))])
         await bus.stop()
@@ -75,6 +76,26 @@ def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> 
     assert {answerer.wanted.pop(), answerer.wanted.pop()} == {("S1", "en"), ("S1", "zh")}
     after = answerer.facts.get("S1")
     assert after is not None and after.current_price == new_price
+
+
+def test_a_stock_reading_evicts_but_queues_no_rewrite(store: MarketStore) -> None:
+    """The live feed's heartbeat changes the facts (stock), not what is explained."""
+    answerer = Answerer(store, None, clock=market_clock())
+    assert answerer.facts.get("S1") is not None
+    stock = {"type": "stock", "event_id": "st1", "source": "pos", "sku": "S1",
+             "ts": "2026-09-20T12:00:00Z", "quantity": 7}  # fmt: skip
+
+    async def run() -> None:
+        bus = EventBus(store)
+        bus.subscribe(answerer.facts_changed)
+        bus.subscribe(answerer.facts_restated, restated_only=True)
+        bus.start()
+        await bus.submit([parse_ok(stock)])
+        await bus.stop()
+
+    asyncio.run(run())
+    assert answerer.facts.evictions == 1
+    assert answerer.wanted.pop() is None
 
 
 def price_event(event_id: str, value: float) -> dict[str, object]:

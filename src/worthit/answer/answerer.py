@@ -78,11 +78,15 @@ class Answerer:
         return self.decider.facts
 
     def facts_changed(self, skus: Iterable[str]) -> None:
-        """Events changed these products: their sheets go now, and their explanations are
-        queued for the generator, which rewrites those whose inputs changed."""
-        changed = tuple(skus)
-        self.facts.evict(changed)
-        for sku in changed:
+        """Events changed these products: their sheets go now."""
+        self.facts.evict(skus)
+
+    def facts_restated(self, skus: Iterable[str]) -> None:
+        """Events moved what these products' explanations may say (a price, a rating, a
+        promotion): the generator gets them first, and rewrites those whose inputs
+        changed. Stock and sales readings do not come here: at a live feed's rate they
+        would keep the generator re-checking unchanged inputs."""
+        for sku in skus:
             for language in LANGUAGES:
                 self.wanted.add(sku, language)
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worthit.market.events import Event, EventError, ProductEvent
+from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
 from worthit.market.store import MarketStore, UnknownSkuError
 from worthit.market.timeutil import Clock, now_ms
 
@@ -61,9 +61,17 @@ class BatchReport:
     """One per event, in the order given."""
     changed_skus: set[str] = field(default_factory=set)
     """Products whose facts changed in this commit: what caches must forget."""
+    restated_skus: set[str] = field(default_factory=set)
+    """Those changed by more than a stock or sales reading (a price, a review, a
+    promotion, the product): what an explanation of them says may have moved."""
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for result in self.results if result.outcome is outcome)
+
+
+COUNTS = (StockEvent, SalesEvent)
+"""Readings a live feed sends all the time (the demo's heartbeat) that move no price,
+rating or promotion, so they are no reason to rewrite a product's explanations."""
 
 
 def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now_ms) -> BatchReport:
@@ -72,6 +80,7 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
     it is applied."""
     results: list[EventResult | None] = [None] * len(events)
     changed_skus: set[str] = set()
+    restated_skus: set[str] = set()
     applied_ms = clock()
     products_first = sorted(
         range(len(events)), key=lambda i: not isinstance(events[i], ProductEvent)
@@ -100,4 +109,6 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
             results[index] = EventResult(event.event_id, Outcome.APPLIED, changed)
             if changed:
                 changed_skus.add(event.sku)
-    return BatchReport([r for r in results if r is not None], changed_skus)
+                if not isinstance(event, COUNTS):
+                    restated_skus.add(event.sku)
+    return BatchReport([r for r in results if r is not None], changed_skus, restated_skus)

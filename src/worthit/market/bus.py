@@ -78,6 +78,7 @@ class EventBus:
         self.stats = BusStats()
         self._queue: asyncio.Queue[_Item] = asyncio.Queue(capacity)
         self._subscribers: list[Subscriber] = []
+        self._restated: list[Subscriber] = []
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worthit-events")
         self._consumer: asyncio.Task[None] | None = None
         self._closed = False
@@ -87,8 +88,10 @@ class EventBus:
         """Events published and not yet applied."""
         return self._queue.qsize()
 
-    def subscribe(self, callback: Subscriber) -> None:
-        self._subscribers.append(callback)
+    def subscribe(self, callback: Subscriber, *, restated_only: bool = False) -> None:
+        """Call `callback` after each commit with the products it changed; with
+        `restated_only`, only those changed by more than stock or sales readings."""
+        (self._restated if restated_only else self._subscribers).append(callback)
 
     def start(self) -> None:
         """Start the consumer task on the running loop."""
@@ -181,7 +184,9 @@ class EventBus:
             if item.result is not None and not item.result.done():
                 item.result.set_result(result)
         if report.changed_skus:
-            self._notify(frozenset(report.changed_skus))
+            self._notify(self._subscribers, frozenset(report.changed_skus))
+        if report.restated_skus:
+            self._notify(self._restated, frozenset(report.restated_skus))
 
     @staticmethod
     def _abandon(batch: list[_Item]) -> None:
@@ -196,8 +201,9 @@ class EventBus:
         self.stats.duplicates += report.count(Outcome.DUPLICATE)
         self.stats.rejected += report.count(Outcome.REJECTED)
 
-    def _notify(self, skus: frozenset[str]) -> None:
-        for callback in self._subscribers:
+    @staticmethod
+    def _notify(subscribers: list[Subscriber], skus: frozenset[str]) -> None:
+        for callback in subscribers:
             try:
                 callback(skus)
             except Exception:  # one subscriber's fault must not stop the others or the bus

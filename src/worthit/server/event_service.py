@@ -81,6 +81,7 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
     answerer.facts.live = settings.freshness
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
+    bus.subscribe(answerer.facts_restated, restated_only=True)
     bus.start()
     feed = None
     if settings.live_rate > 0:
