@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from worthit.answer.demand import LANGUAGES, LanguageMix, Wanted
 from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.generation import SAMPLING_POLICY
-from worthit.answer.live import explain_live, needs_no_model
+from worthit.answer.live import explain_live, needs_no_model, summary_explanation
 from worthit.answer.metrics import AnswerMetrics
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
 from worthit.decide.decider import Decider, Decision, DecisionStatus
@@ -105,6 +105,7 @@ class Answerer:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         tenant: str | None = None,
         request_id: str | None = None,
+        as_of_ms: int | None = None,
     ) -> AsyncGenerator[Event]:
         """VerdictReady, then the explanation's Deltas, then Finished (always last).
 
@@ -113,14 +114,21 @@ class Answerer:
         `tenant` shares the engine fairly with other tenants of its class. With an audit
         log the answer is appended to it (as `request_id`, made up when None) before
         Finished, which carries the receipt.
+
+        `as_of_ms` answers as of that past moment (`Decider.as_of` checks one): the facts
+        and verdict from the rows stamped by then, and the template explanation
+        (`fallback_reason` "as_of"). Stored texts and the engine serve today's answers; an
+        as-of one neither reads nor fills them, nor tells the generator what is asked now.
         """
         started = time.perf_counter()
-        decision = self.decider.decide(question, sku=sku, language=language)
+        decision = self.decider.decide(question, sku=sku, language=language, at_ms=as_of_ms)
         timings = dict(decision.timings_ms)
         timings["to_verdict"] = _ms(started)
         yield VerdictReady(decision, dict(timings))
         explanation: Explanation | None = None
-        if decision.status is DecisionStatus.ANSWERED:
+        if decision.status is DecisionStatus.ANSWERED and as_of_ms is not None:
+            explanation = as_of_explanation(decision)
+        elif decision.status is DecisionStatus.ANSWERED:
             self.languages.count(decision.language)
             left = None if deadline_s is None else deadline_s - (time.perf_counter() - started)
             async for item in self._explain(decision, priority, left, max_tokens, tenant):
@@ -257,6 +265,14 @@ class Answerer:
                 )
             return
         self.wanted.add(decision.sheet.sku, decision.language)
+
+
+def as_of_explanation(decision: Decision) -> Explanation:
+    """The deterministic text of an answered as-of decision."""
+    if needs_no_model(decision):
+        return summary_explanation(decision)
+    assert decision.sheet is not None and decision.verdict is not None
+    return ExplanationRun(decision.sheet, decision.verdict).fallback("as_of")
 
 
 def stale_reason(

@@ -9,6 +9,7 @@ from worthit.answer.events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Explanation
 from worthit.facts.sheet import FactSheet
+from worthit.market.timeutil import iso
 
 
 def verdict_payload(decision: Decision) -> dict[str, Any]:
@@ -29,6 +30,8 @@ def verdict_payload(decision: Decision) -> dict[str, Any]:
         "data_age_ms": sheet.data_age_ms if sheet else None,
         "facts_version": sheet.version if sheet else None,
     }
+    if decision.as_of_ms is not None:
+        data["as_of"] = iso(decision.as_of_ms)  # an answer as of then, not now
     if decision.summary:
         data["summary"] = [r.to_dict() for r in decision.summary]
     if decision.compared:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from worthit.market.timeutil import date_to_ms, to_ms
+from worthit.decide.as_of import parse_as_of
 
 DB_ENV = "WORTHIT_DB"
 
@@ -67,18 +66,14 @@ AsOfOption = Annotated[
 
 
 def as_of_ms(text: str | None) -> int | None:
-    """The --as-of moment in epoch ms (a bare day means its last millisecond), or None.
+    """The --as-of moment in epoch ms (`decide.as_of.parse_as_of`, which the API's `as_of`
+    shares), or None.
 
     Raises typer.BadParameter naming the option for anything else.
     """
     if text is None:
         return None
     try:
-        if len(text) == 10:
-            day = date.fromisoformat(text)
-            return date_to_ms(day + timedelta(days=1)) - 1
-        return to_ms(datetime.fromisoformat(text))
-    except ValueError:
-        raise typer.BadParameter(
-            f"expected an ISO 8601 time or day, got {text!r}", param_hint="--as-of"
-        ) from None
+        return parse_as_of(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--as-of") from None

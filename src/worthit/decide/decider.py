@@ -1,7 +1,9 @@
 """Question → decision: intent, product resolution, facts, verdict. No LLM anywhere here.
 
 compare and top_n answer from the same fact sheets and the same rules as a single
-product question, so every product in an answer is judged the same way.
+product question, so every product in an answer is judged the same way. Asked as of a
+past moment, every sheet and ranking in the answer is as of that moment; products are
+resolved against today's catalogue (product rows keep no history).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from worthit.decide.as_of import check_as_of, parse_as_of
 from worthit.decide.intent import Intent, IntentKind, parse_intent
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
@@ -53,6 +56,8 @@ class Decision:
     ranking: tuple[RankedItem, ...] = ()
     summary: tuple[Reason, ...] = ()
     timings_ms: dict[str, float] = field(default_factory=dict)
+    as_of_ms: int | None = None
+    """The past moment this decision was taken as of (None: now)."""
 
     @property
     def language(self) -> str:
@@ -88,19 +93,39 @@ class Decider:
     def store(self) -> MarketStore:
         return self.facts.builder.store
 
+    def as_of(self, text: str) -> int:
+        """The moment `text` names (`parse_as_of`), if a decision can be taken as of it:
+        not after now, not before the market's first price. ValueError saying why not."""
+        at = parse_as_of(text)
+        span = self.store.price_span()
+        check_as_of(at, self.facts.builder.clock(), None if span is None else span[0])
+        return at
+
     def decide(
-        self, question: str, sku: str | None = None, language: str | None = None
+        self,
+        question: str,
+        sku: str | None = None,
+        language: str | None = None,
+        at_ms: int | None = None,
     ) -> Decision:
-        """`language` ("en"/"zh") overrides the one detected in the question."""
+        """`language` ("en"/"zh") overrides the one detected in the question; `at_ms`
+        takes the decision as of that moment (see `as_of`), from the rows stamped by then."""
+        decision = self._decide(question, sku, language, at_ms)
+        decision.as_of_ms = at_ms
+        return decision
+
+    def _decide(
+        self, question: str, sku: str | None, language: str | None, at_ms: int | None
+    ) -> Decision:
         clock = _Clock()
         intent = parse_intent(question)
         if language in ("en", "zh") and language != intent.language:
             intent = replace(intent, language=language)  # type: ignore[arg-type]
         clock.lap("intent")
         if sku is not None:
-            return self._single(question, intent, sku, (), clock)
+            return self._single(question, intent, sku, (), clock, at_ms)
         if intent.kind is IntentKind.TOP_N:
-            return self._top_n(question, intent, clock)
+            return self._top_n(question, intent, clock, at_ms)
         if not intent.mentions:
             return self._finish(Decision(question, intent, DecisionStatus.NOT_UNDERSTOOD), clock)
         resolutions = tuple(self.resolver.resolve(m) for m in intent.mentions)
@@ -115,8 +140,8 @@ class Decider:
             return self._finish(Decision(question, intent, status, resolutions=resolutions), clock)
         skus = list(dict.fromkeys(r.sku for r in resolutions if r.sku))
         if intent.kind is IntentKind.COMPARE and len(skus) >= 2:
-            return self._compare(question, intent, skus, resolutions, clock)
-        return self._single(question, intent, skus[0], resolutions, clock)
+            return self._compare(question, intent, skus, resolutions, clock, at_ms)
+        return self._single(question, intent, skus[0], resolutions, clock, at_ms)
 
     def _single(
         self,
@@ -125,8 +150,9 @@ class Decider:
         sku: str,
         resolutions: tuple[Resolution, ...],
         clock: _Clock,
+        at_ms: int | None,
     ) -> Decision:
-        sheet = self.facts.get(sku)
+        sheet = self.facts.get(sku, at_ms)
         clock.lap("facts")
         if sheet is None:
             return self._finish(
@@ -152,10 +178,11 @@ class Decider:
         skus: list[str],
         resolutions: tuple[Resolution, ...],
         clock: _Clock,
+        at_ms: int | None,
     ) -> Decision:
         judged: list[Judged] = []
         for sku in skus:
-            sheet = self.facts.get(sku)
+            sheet = self.facts.get(sku, at_ms)
             if sheet is not None:
                 judged.append(
                     Judged(sheet, decide_verdict(sheet, intent.language, budget=intent.budget))
@@ -200,11 +227,13 @@ class Decider:
             clock,
         )
 
-    def _top_n(self, question: str, intent: Intent, clock: _Clock) -> Decision:
+    def _top_n(self, question: str, intent: Intent, clock: _Clock, at_ms: int | None) -> Decision:
         n = min(MAX_TOP_N, intent.n or DEFAULT_TOP_N)
         days = intent.window_days or DEFAULT_TOP_WINDOW_DAYS
         metric = intent.metric or "sales"
-        items = self.rankings.top(intent.category, metric, days, n, max_price=intent.budget)
+        items = self.rankings.top(
+            intent.category, metric, days, n, at_ms=at_ms, max_price=intent.budget
+        )
         clock.lap("facts")
         category = BY_KEY.get(intent.category or "")
         category_name = (

@@ -1,4 +1,18 @@
-"""Builds a product's fact sheet from the store, as of a moment."""
+"""Builds a product's fact sheet from the store, as of a moment.
+
+A sheet as of moment T is made from the rows stamped up to T only: prices, stock levels
+and reviews by their timestamps, sales by their day (a day's row is its total, so a sheet
+in the middle of day T counts all of day T: the store keeps no finer sales history), the
+category prior from the reviews written by T, and promotions by when they are taken to
+be known (`PROMOTION_NOTICE_DAYS`). The product row itself (title, brand, category) has
+no history and is read as it is now; `revision` counts the store's writes, not rows, so
+it, and the `version` hashed with it, are the store's when the sheet is built.
+
+`build` reads the store for one moment (the request path); `history` reads a product's
+rows once and `build_from` cuts them in memory for any moment (the backtest). Both hand
+the same inputs to the same sheet code, and tests/test_as_of.py holds them to the same
+sheet as a store that never saw the later rows.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +20,11 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import replace
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from itertools import accumulate
 
 from worthit.facts.sheet import FactSheet, PromotionFact, RatingFacts, WindowStats
 from worthit.facts.stats import (
@@ -18,16 +34,94 @@ from worthit.facts.stats import (
     trend_pct,
     volatility_pct,
 )
-from worthit.market.entities import PricePoint, Product, Promotion
+from worthit.market.entities import PricePoint, Product, Promotion, SalesDay, StockLevel
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import DAY_MS, Clock, day_iso, from_ms, iso, now_ms
 
 WINDOWS = (30, 90, 180)
 RECENT_RATING_DAYS = 30
+SALES_DAYS = 3
 PRIOR_WEIGHT = 10
 """Reviews' worth of category prior in the Bayesian average (IMDb-style constant)."""
 DEFAULT_PRIOR_MEAN = 3.8
 PRIOR_TTL_S = 300.0
+PRIORS_KEPT = 4096
+"""Category priors held at most (one per category now, and one per category and moment
+asked as of), before the lot is dropped and recomputed on demand."""
+PROMOTION_NOTICE_DAYS = 30
+"""How long before it starts a promotion is taken to be known. The data records only a
+promotion's start and end, not when it was announced, so "as of T" cannot say which
+promotions a shopper could have seen; worthit takes those starting within 30 days (the
+demo market's announcement horizon, `market.simulator.UPCOMING_DAYS`) and every running
+one. The rules look 21 days ahead (`upcoming_days`), so this choice never changes a
+verdict, only the upcoming promotions a sheet lists; a retailer announcing its sales
+later than 21 days ahead would make the backtest's waits for them look better than they
+could have been."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """Everything a sheet is computed from, already cut at its moment."""
+
+    prices: Sequence[PricePoint]
+    stock: StockLevel | None
+    ratings: tuple[int, int, int, int, int]
+    """(earlier count, earlier sum, recent count, recent sum, newest ts): `rating_split`."""
+    promotions: Sequence[Promotion]
+    """Those ending after the moment."""
+    sales: int
+    prior: float
+
+
+class ProductHistory:
+    """All of one product's rows, read once, so that its sheets at many moments are cut
+    in memory instead of read from the store each time (`FactsBuilder.build_from`)."""
+
+    def __init__(
+        self,
+        product: Product,
+        prices: Sequence[PricePoint],
+        stock: Sequence[StockLevel],
+        reviews: Sequence[tuple[int, int]],
+        promotions: Sequence[Promotion],
+        sales: Sequence[SalesDay],
+    ) -> None:
+        """`reviews` are (ts, rating) in time order; the other series are in time order too."""
+        self.product = product
+        self.prices = tuple(prices)
+        self._price_ts = [p.ts_ms for p in self.prices]
+        self.stock = tuple(stock)
+        self._stock_ts = [s.ts_ms for s in self.stock]
+        self._review_ts = [ts for ts, _ in reviews]
+        self._review_sums = [0, *accumulate(rating for _, rating in reviews)]
+        self.promotions = tuple(promotions)
+        self._sales_days = [day.day for day in sales]
+        self._sales_sums = [0, *accumulate(day.units for day in sales)]
+
+    def prices_until(self, at_ms: int) -> Sequence[PricePoint]:
+        return self.prices[: bisect_right(self._price_ts, at_ms)]
+
+    def price_at(self, at_ms: int) -> PricePoint | None:
+        """The latest price observation at `at_ms`: what a shopper paid then."""
+        i = bisect_right(self._price_ts, at_ms)
+        return self.prices[i - 1] if i else None
+
+    def stock_at(self, at_ms: int) -> StockLevel | None:
+        i = bisect_right(self._stock_ts, at_ms)
+        return self.stock[i - 1] if i else None
+
+    def rating_split(self, split_ms: int, until_ms: int) -> tuple[int, int, int, int, int]:
+        """As `MarketStore.rating_split`."""
+        end = bisect_right(self._review_ts, until_ms)
+        cut = min(bisect_left(self._review_ts, split_ms), end)
+        sums = self._review_sums
+        newest = self._review_ts[end - 1] if end else 0
+        return cut, sums[cut], end - cut, sums[end] - sums[cut], newest
+
+    def sales_units(self, since_day: str, until_day: str) -> int:
+        lo = bisect_left(self._sales_days, since_day)
+        hi = bisect_right(self._sales_days, until_day)
+        return self._sales_sums[hi] - self._sales_sums[lo] if hi > lo else 0
 
 
 class FactsBuilder:
@@ -39,30 +133,73 @@ class FactsBuilder:
     def __init__(self, store: MarketStore, clock: Clock = now_ms) -> None:
         self.store = store
         self.clock = clock
-        self._priors: dict[str, tuple[float, float]] = {}
+        self._priors: dict[tuple[str, int | None], tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def build(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
+        """The sheet now (the clock's moment), or as of `at_ms`, from the store."""
         product = self.store.product(sku)
         if product is None:
             return None
         as_of = self.clock() if at_ms is None else at_ms
-        prices = self.store.prices(sku, until_ms=as_of)
-        return self._sheet(product, prices, as_of)
+        since, today = _sales_days(as_of)
+        inputs = _Inputs(
+            prices=self.store.prices(sku, until_ms=as_of),
+            stock=self.store.latest_stock(sku, until_ms=as_of),
+            ratings=self.store.rating_split(sku, _rating_split_ms(as_of), as_of),
+            promotions=self.store.promotions(sku, as_of),
+            sales=sum(day.units for day in self.store.sales(sku, since, today)),
+            prior=self.category_prior(product.category, at_ms),
+        )
+        return self._sheet(product, inputs, as_of)
 
-    def category_prior(self, category: str) -> float:
+    def history(self, sku: str) -> ProductHistory | None:
+        """All of the product's rows, for `build_from`."""
+        product = self.store.product(sku)
+        if product is None:
+            return None
+        return ProductHistory(
+            product,
+            self.store.prices(sku),
+            self.store.stock_levels(sku),
+            [(r.ts_ms, r.rating) for r in self.store.reviews(sku)],
+            self.store.promotions(sku),
+            self.store.sales(sku, ""),
+        )
+
+    def build_from(self, history: ProductHistory, at_ms: int) -> FactSheet:
+        """The same sheet as `build(sku, at_ms)`, cut from rows already in memory."""
+        since, today = _sales_days(at_ms)
+        inputs = _Inputs(
+            prices=history.prices_until(at_ms),
+            stock=history.stock_at(at_ms),
+            ratings=history.rating_split(_rating_split_ms(at_ms), at_ms),
+            promotions=[p for p in history.promotions if p.ends_ms > at_ms],
+            sales=history.sales_units(since, today),
+            prior=self.category_prior(history.product.category, at_ms),
+        )
+        return self._sheet(history.product, inputs, at_ms)
+
+    def category_prior(self, category: str, at_ms: int | None = None) -> float:
+        """The category's mean rating over the reviews written by `at_ms` (None: by now),
+        recomputed at most every PRIOR_TTL_S."""
+        key = (category, at_ms)
         now = time.monotonic()
         with self._lock:
-            cached = self._priors.get(category)
+            cached = self._priors.get(key)
         if cached is not None and now - cached[1] < PRIOR_TTL_S:
             return cached[0]
-        count, mean = self.store.category_stats(category)
+        until = self.clock() if at_ms is None else at_ms
+        count, mean = self.store.category_stats(category, until)
         prior = round(mean, 2) if count >= PRIOR_WEIGHT else DEFAULT_PRIOR_MEAN
         with self._lock:
-            self._priors[category] = (prior, now)
+            if len(self._priors) >= PRIORS_KEPT:
+                self._priors.clear()
+            self._priors[key] = (prior, now)
         return prior
 
-    def _sheet(self, product: Product, prices: list[PricePoint], as_of: int) -> FactSheet:
+    def _sheet(self, product: Product, inputs: _Inputs, as_of: int) -> FactSheet:
+        prices = inputs.prices
         current = prices[-1] if prices else None
         windows = tuple(_window(prices, as_of, days) for days in WINDOWS)
         low, low_at, high = _extremes(prices)
@@ -70,9 +207,10 @@ class FactsBuilder:
         last30 = [p for p in prices if p.ts_ms >= as_of - 30 * DAY_MS]
         trend = trend_pct([p.ts_ms for p in last30], [p.price for p in last30], 30)
         volatility = volatility_pct(last90)
-        stock = self.store.latest_stock(product.sku, until_ms=as_of)
-        active, upcoming = _promotions(self.store.promotions(product.sku, as_of), as_of)
-        rating, newest_review = self._rating(product, as_of)
+        stock = inputs.stock
+        active, upcoming = _promotions(inputs.promotions, as_of)
+        rating = _rating(inputs.ratings, inputs.prior)
+        newest_review = inputs.ratings[4]
         newest = max(current.ts_ms if current else 0, stock.ts_ms if stock else 0, newest_review)
         content = {
             "sku": product.sku,
@@ -100,7 +238,7 @@ class FactsBuilder:
             "stock_at": iso(stock.ts_ms) if stock else None,
             "active_promotions": active,
             "upcoming_promotions": upcoming,
-            "sales_3d": self._sales(product.sku, as_of, 3),
+            "sales_3d": inputs.sales,
             "revision": product.revision,
         }
         version = _version(content)
@@ -111,39 +249,37 @@ class FactsBuilder:
             data_age_ms=as_of - newest if newest else -1,
         )
 
-    def _rating(self, product: Product, as_of: int) -> tuple[RatingFacts, int]:
-        """The rating facts, and when the newest review visible at `as_of` was written."""
-        split = as_of - RECENT_RATING_DAYS * DAY_MS
-        earlier_n, earlier_sum, recent_n, recent_sum, newest = self.store.rating_split(
-            product.sku, split, as_of
-        )
-        count = earlier_n + recent_n
-        total = earlier_sum + recent_sum
-        prior = self.category_prior(product.category)
-        recent = recent_sum / recent_n if recent_n else None
-        earlier = earlier_sum / earlier_n if earlier_n else None
-        facts = RatingFacts(
-            count=count,
-            mean=round(total / count, 2) if count else None,
-            bayesian=round(bayesian_average(total, count, prior, PRIOR_WEIGHT), 2),
-            prior_mean=prior,
-            prior_weight=PRIOR_WEIGHT,
-            recent_count=recent_n,
-            recent_mean=round(recent, 2) if recent is not None else None,
-            earlier_mean=round(earlier, 2) if earlier is not None else None,
-            trend=round(recent - earlier, 2)
-            if recent is not None and earlier is not None
-            else None,
-        )
-        return facts, newest
 
-    def _sales(self, sku: str, as_of: int, days: int) -> int:
-        today = from_ms(as_of).date()
-        since = (today - timedelta(days=days - 1)).isoformat()
-        return sum(day.units for day in self.store.sales(sku, since, today.isoformat()))
+def _rating_split_ms(as_of: int) -> int:
+    return as_of - RECENT_RATING_DAYS * DAY_MS
 
 
-def _window(prices: list[PricePoint], as_of: int, days: int) -> WindowStats:
+def _sales_days(as_of: int) -> tuple[str, str]:
+    """The first and last day (ISO) of the sales window ending on `as_of`'s day."""
+    today = from_ms(as_of).date()
+    return (today - timedelta(days=SALES_DAYS - 1)).isoformat(), today.isoformat()
+
+
+def _rating(ratings: tuple[int, int, int, int, int], prior: float) -> RatingFacts:
+    earlier_n, earlier_sum, recent_n, recent_sum, _ = ratings
+    count = earlier_n + recent_n
+    total = earlier_sum + recent_sum
+    recent = recent_sum / recent_n if recent_n else None
+    earlier = earlier_sum / earlier_n if earlier_n else None
+    return RatingFacts(
+        count=count,
+        mean=round(total / count, 2) if count else None,
+        bayesian=round(bayesian_average(total, count, prior, PRIOR_WEIGHT), 2),
+        prior_mean=prior,
+        prior_weight=PRIOR_WEIGHT,
+        recent_count=recent_n,
+        recent_mean=round(recent, 2) if recent is not None else None,
+        earlier_mean=round(earlier, 2) if earlier is not None else None,
+        trend=round(recent - earlier, 2) if recent is not None and earlier is not None else None,
+    )
+
+
+def _window(prices: Sequence[PricePoint], as_of: int, days: int) -> WindowStats:
     values = [p.price for p in prices if p.ts_ms >= as_of - days * DAY_MS]
     if not values:
         return WindowStats(days=days, observations=0, min=None, avg=None, median=None)
@@ -156,7 +292,9 @@ def _window(prices: list[PricePoint], as_of: int, days: int) -> WindowStats:
     )
 
 
-def _extremes(prices: list[PricePoint]) -> tuple[float | None, str | None, float | None]:
+def _extremes(
+    prices: Sequence[PricePoint],
+) -> tuple[float | None, str | None, float | None]:
     """All-time low with the latest day it was seen: a recent low is the one a shopper can hit."""
     if not prices:
         return None, None, None
@@ -166,11 +304,14 @@ def _extremes(prices: list[PricePoint]) -> tuple[float | None, str | None, float
 
 
 def _promotions(
-    promotions: list[Promotion], as_of: int
+    promotions: Sequence[Promotion], as_of: int
 ) -> tuple[tuple[PromotionFact, ...], tuple[PromotionFact, ...]]:
+    """Running and known upcoming promotions (PROMOTION_NOTICE_DAYS), by start then name."""
     active: list[PromotionFact] = []
     upcoming: list[PromotionFact] = []
-    for promo in promotions:
+    known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
+    visible = (p for p in promotions if p.ends_ms > as_of and p.starts_ms <= known_until)
+    for promo in sorted(visible, key=lambda p: (p.starts_ms, p.name)):
         fact = PromotionFact(
             name=promo.name,
             starts=iso(promo.starts_ms),

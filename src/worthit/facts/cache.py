@@ -54,7 +54,15 @@ class FactsCache:
         self.misses = 0
         self.evictions = 0
 
-    def get(self, sku: str) -> FactSheet | None:
+    def get(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
+        """The sheet now; or as of `at_ms`, built afresh and never cached.
+
+        An as-of sheet is asked for rarely (a dispute, a replay) and is cheap to build, and
+        keeping it out leaves this cache holding one sheet per product, the live one,
+        which the events evict. It is never marked live: it is old on purpose.
+        """
+        if at_ms is not None:
+            return self.builder.build(sku, at_ms)
         current = self.builder.store.revision(sku)
         if current is None:
             return None

@@ -282,6 +282,32 @@ class MarketStore:
         )
         return None if row is None else StockLevel(*row)
 
+    def stock_levels(self, sku: str, until_ms: int | None = None) -> list[StockLevel]:
+        """The whole stock series up to `until_ms`: what a replay cuts in memory."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT ts, quantity FROM stock WHERE sku = ? AND ts <= ? ORDER BY ts",
+                (sku, until_ms if until_ms is not None else 2**62),
+            )
+            .fetchall()
+        )
+        return [StockLevel(*row) for row in rows]
+
+    def price_span(self) -> tuple[int, int] | None:
+        """(first, last) price observation over the whole market, None when there is none:
+        the moments an as-of answer or a replay can stand on. Two index probes a product."""
+        row = (
+            self._conn()
+            .execute(
+                "SELECT min(f), max(l) FROM (SELECT"
+                " (SELECT min(ts) FROM prices WHERE sku = p.sku) AS f,"
+                " (SELECT max(ts) FROM prices WHERE sku = p.sku) AS l FROM products p)"
+            )
+            .fetchone()
+        )
+        return None if row is None or row[0] is None else (int(row[0]), int(row[1]))
+
     def reviews(self, sku: str, until_ms: int | None = None) -> list[Review]:
         rows = (
             self._conn()
@@ -353,14 +379,15 @@ class MarketStore:
         )
         return [SalesDay(*row) for row in rows]
 
-    def category_stats(self, category: str) -> tuple[int, float]:
-        """(reviews, mean rating) over a category: the prior for Bayesian averages."""
+    def category_stats(self, category: str, until_ms: int | None = None) -> tuple[int, float]:
+        """(reviews, mean rating) over a category's reviews written by `until_ms`: the
+        prior for Bayesian averages."""
         row = (
             self._conn()
             .execute(
                 "SELECT count(*), coalesce(avg(r.rating), 0) FROM reviews r"
-                " JOIN products p ON p.sku = r.sku WHERE p.category = ?",
-                (category,),
+                " JOIN products p ON p.sku = r.sku WHERE p.category = ? AND r.ts <= ?",
+                (category, until_ms if until_ms is not None else 2**62),
             )
             .fetchone()
         )

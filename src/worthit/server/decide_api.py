@@ -42,6 +42,14 @@ class DecideRequest(BaseModel):
     locale: Literal["en", "zh"] | None = None
     max_tokens: int = Field(default=64, ge=1, le=256)
     deadline_ms: int | None = Field(default=None, ge=50, le=30_000)
+    as_of: (
+        Annotated[Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+        | None
+    ) = Field(
+        default=None,
+        description="Answer as worthit would have at this past moment, from data stamped up "
+        "to it: an ISO 8601 time (no zone means UTC) or a day (its end).",
+    )
 
 
 @router.post("/v1/decide", response_model=None, tags=["decide"])
@@ -54,6 +62,12 @@ async def decide(
     """Answer a shopper's question. `Accept: text/event-stream` streams SSE events
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
     store, answerer = state.market()
+    as_of_ms = None
+    if body.as_of is not None:
+        try:
+            as_of_ms = answerer.decider.as_of(body.as_of)
+        except ValueError as exc:
+            raise ProblemError(422, "Invalid request", f"body.as_of: {exc}", "body.as_of") from None
     if body.sku is not None and not store.has_sku(body.sku):
         raise ProblemError(404, "Unknown product", f"no product with sku {body.sku!r}", "sku")
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
@@ -66,6 +80,7 @@ async def decide(
         deadline_s=deadline_ms / 1000,
         max_tokens=budget.tokens,
         tenant=tenant_name(request),
+        as_of_ms=as_of_ms,
     )
     first = await anext(events)
     assert isinstance(first, VerdictReady)

@@ -51,14 +51,31 @@ async def product_facts(
     request: Request,
     state: StateDep,
     locale: Annotated[Literal["en", "zh"], Query()] = "en",
+    as_of: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=40,
+            description="The sheet and verdict as of this past moment, from data stamped up "
+            "to it: an ISO 8601 time (no zone means UTC) or a day (its end).",
+        ),
+    ] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The fact sheet and the verdict computed from it; ETag is the facts version."""
     _, answerer = state.market()
-    sheet = answerer.facts.get(sku)
+    at_ms = None
+    if as_of is not None:
+        try:
+            at_ms = answerer.decider.as_of(as_of)
+        except ValueError as exc:
+            raise ProblemError(
+                422, "Invalid request", f"query.as_of: {exc}", "query.as_of"
+            ) from None
+    sheet = answerer.facts.get(sku, at_ms)
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
-    etag = f'"{sheet.version}-{locale}"'
+    etag = f'"{sheet.version}-{locale}"' if at_ms is None else f'"{sheet.version}-{locale}-{at_ms}"'
     if request_tenant(request) is None:
         headers = {"ETag": etag, "Cache-Control": FACTS_CACHE_CONTROL, "Vary": "Accept-Encoding"}
     else:
@@ -70,7 +87,8 @@ async def product_facts(
     if if_none_match and etag in {tag.strip() for tag in if_none_match.split(",")}:
         return Response(status_code=304, headers=headers)
     verdict = decide_verdict(sheet, locale)
-    body = {
+    body: dict[str, Any] = {} if at_ms is None else {"as_of": iso(at_ms)}
+    body |= {
         "facts": sheet.to_dict(),
         "verdict": {
             "verdict": verdict.kind.value,
