@@ -268,3 +268,19 @@ def test_simulate_is_deterministic(tmp_path: Path) -> None:
     assert outs[0] == outs[1] and "10 products" in outs[0]
     bad = run_cli("simulate", "--db", str(tmp_path / "c.db"), "--end", "June")
     assert bad.returncode == 2 and "--end" in bad.stderr
+
+
+def test_serve_refuses_a_market_another_server_is_logging(market: Path) -> None:
+    """The audit log has one writer: a second `serve` on the same market says so at once
+    (it used to load the model, then die in its start-up with a traceback)."""
+    from worthit.audit import AuditPaths
+    from worthit.audit.issued import IssuedCounter
+
+    held = IssuedCounter(AuditPaths.beside(market).issued)
+    try:
+        result = run_cli("serve", "--db", str(market), "--port", "1")
+    finally:
+        held.close()
+    assert result.returncode == 2
+    assert "another process is writing the audit log" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr

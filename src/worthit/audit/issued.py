@@ -38,6 +38,12 @@ def boot_id() -> bytes | None:
         return None
 
 
+def check_unlocked(path: Path) -> None:
+    """`LogBusyError` when another process holds the writer's lock now: lets a command say
+    so before it starts, instead of failing half way into its start-up."""
+    IssuedCounter(path).close()
+
+
 class IssuedCounter:
     def __init__(self, path: Path) -> None:
         """Opens (or makes) the counter and takes the writer's lock, or `LogBusyError`."""

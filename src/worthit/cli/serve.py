@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from worthit.audit import AuditPaths, LogBusyError
+from worthit.audit.issued import check_unlocked
 from worthit.cli.market import build_demo, redis_url
 from worthit.cli.options import DbOption, db_path
 from worthit.cli.progress import stderr
@@ -111,6 +113,11 @@ def serve_command(
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
         raise typer.Exit(2)
     path = db_path(db)
+    try:
+        check_unlocked(AuditPaths.beside(path).issued)
+    except LogBusyError as exc:
+        stderr.print(f"[red]error:[/] {exc}: is another `worthit serve` running on {path}?")
+        raise typer.Exit(2) from None
     store = MarketStore(path)
     if store.count_products() == 0:
         if not demo:
