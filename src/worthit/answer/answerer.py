@@ -25,6 +25,7 @@ from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.live import explain_live, needs_no_model, summary_explanation
 from worthit.answer.metrics import AnswerMetrics
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
+from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.resolve import ProductResolver
 from worthit.engine.engine import Engine
@@ -47,7 +48,8 @@ class Answerer:
     `engine` None means template text only. `explanations` is the store of checked
     explanations (None: every explanation is written live). `model` is the model file's
     identity (`explain.keys.model_identity`), part of every stored explanation's key.
-    `audit` is the log every answer is appended to (None: none kept).
+    `audit` is the log every answer is appended to (None: none kept); `calibration` the
+    outcomes each verdict's confidence is calibrated on (None: answers carry none).
     """
 
     def __init__(
@@ -60,10 +62,13 @@ class Answerer:
         model: str | None = None,
         metrics: AnswerMetrics | None = None,
         audit: AuditLog | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
-        self.decider = Decider(FactsCache(FactsBuilder(store, clock)), ProductResolver(store))
+        self.decider = Decider(
+            FactsCache(FactsBuilder(store, clock)), ProductResolver(store), calibration
+        )
         self.explanations = explanations
         self.model = model or (engine.model_id if engine is not None else "no-model")
         self.metrics = metrics or AnswerMetrics()

@@ -14,7 +14,7 @@ from worthit.market.timeutil import iso
 
 def verdict_payload(decision: Decision) -> dict[str, Any]:
     """Everything known before the model starts: sent first, as the SSE `verdict` event."""
-    verdict, sheet = decision.verdict, decision.sheet
+    verdict, sheet, calibrated = decision.verdict, decision.sheet, decision.calibrated
     data: dict[str, Any] = {
         "question": decision.question,
         "status": decision.status.value,
@@ -23,6 +23,8 @@ def verdict_payload(decision: Decision) -> dict[str, Any]:
         "verdict": verdict.kind.value if verdict else None,
         "verdict_label": verdict.kind.label(decision.language) if verdict else None,
         "confidence": verdict.confidence if verdict else None,
+        "calibrated_confidence": calibrated.confidence if calibrated else None,
+        "calibration_evidence": calibrated.evidence if calibrated else 0,
         "reasons": [r.to_dict() for r in verdict.reasons] if verdict else [],
         "sku": sheet.sku if sheet else None,
         "title": sheet.title if sheet else None,

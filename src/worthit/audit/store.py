@@ -21,12 +21,13 @@ import sqlite3
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from worthit.audit import merkle
 from worthit.audit.errors import NotAnAuditLogError, TreeRangeError
 from worthit.audit.merkle import Piece
-from worthit.audit.record import AuditRecord, decode_leaf
+from worthit.audit.record import ANSWER, AuditRecord, decode_leaf
 
 SCHEMA_VERSION = 1
 LEVEL_SHIFT = 48
@@ -290,6 +291,28 @@ class LogReader:
         )
         for idx, data in rows:
             yield idx, decode_leaf(bytes(data))[1]
+
+    def find_request(
+        self, request_id: str, tenant: str | None, since_ms: int = 0
+    ) -> tuple[int, AuditRecord] | None:
+        """The newest answer leaf of `tenant` for `request_id`, written at or after
+        `since_ms`, or None.
+
+        Leaves keep no request-id column, so this scans the tenant's leaves from
+        `since_ms` (through the time index) for the id's exact canonical bytes, and
+        decodes only the matches: the caller bounds the scan with `since_ms`.
+        """
+        needle = f'"request_id":{encode_basestring(request_id)},'.encode()
+        rows = self._db().execute(
+            "SELECT idx, data FROM leaves WHERE wall_ms >= ? AND tenant IS ? "
+            "AND instr(data, ?) > 0 ORDER BY idx DESC",
+            (since_ms, tenant, needle),
+        )
+        for idx, data in rows:
+            record = decode_leaf(bytes(data))[1]
+            if record.request_id == request_id and record.kind == ANSWER:
+                return idx, record
+        return None
 
     def leaves_below(self, size: int) -> Iterator[tuple[int, bytes]]:
         """(index, leaf bytes) of every stored leaf below `size`, in order."""

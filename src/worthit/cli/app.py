@@ -7,6 +7,7 @@ import typer
 from worthit.cli.ask import ask_command
 from worthit.cli.audit import audit_app
 from worthit.cli.backtest import backtest_command
+from worthit.cli.calibration import calibration_command
 from worthit.cli.errors import user_errors
 from worthit.cli.explain import explain_command
 from worthit.cli.facts import facts_command
@@ -29,6 +30,7 @@ app.command("import")(user_errors(import_command))
 app.command("simulate")(user_errors(simulate_command))
 app.command("serve")(user_errors(serve_command))
 app.command("backtest")(user_errors(backtest_command))
+app.command("calibration")(user_errors(calibration_command))
 app.add_typer(keys_app, name="keys")
 app.add_typer(sources_app, name="sources")
 app.add_typer(audit_app, name="audit")

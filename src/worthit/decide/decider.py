@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from worthit.decide.as_of import check_as_of, parse_as_of
+from worthit.decide.calibration import Calibrated, Calibration
 from worthit.decide.intent import Intent, IntentKind, parse_intent
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
@@ -58,6 +59,8 @@ class Decision:
     timings_ms: dict[str, float] = field(default_factory=dict)
     as_of_ms: int | None = None
     """The past moment this decision was taken as of (None: now)."""
+    calibrated: Calibrated | None = None
+    """The verdict's confidence calibrated on outcomes (None: no calibration, or no advice)."""
 
     @property
     def language(self) -> str:
@@ -84,10 +87,17 @@ _RANK = {
 
 
 class Decider:
-    def __init__(self, facts: FactsCache, resolver: ProductResolver) -> None:
+    def __init__(
+        self,
+        facts: FactsCache,
+        resolver: ProductResolver,
+        calibration: Calibration | None = None,
+    ) -> None:
         self.facts = facts
         self.resolver = resolver
         self.rankings = Rankings(facts.builder)
+        self.calibration = calibration
+        """Outcomes learnt so far (decide/calibration.py); None: answers carry none."""
 
     @property
     def store(self) -> MarketStore:
@@ -112,6 +122,10 @@ class Decider:
         takes the decision as of that moment (see `as_of`), from the rows stamped by then."""
         decision = self._decide(question, sku, language, at_ms)
         decision.as_of_ms = at_ms
+        if self.calibration is not None and decision.verdict is not None and decision.sheet:
+            decision.calibrated = self.calibration.calibrate(
+                decision.verdict.kind, decision.sheet.category, decision.verdict.confidence
+            )
         return decision
 
     def _decide(

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.audit import AuditLog, AuditPaths
+from worthit.decide.calibration import Calibration
 from worthit.engine.engine import Engine
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
@@ -34,9 +35,11 @@ from worthit.server import (
     chat_api,
     decide_api,
     events_api,
+    feedback_api,
     health_api,
     page,
     products_api,
+    watches_api,
     webhooks_api,
 )
 from worthit.server.event_service import start_events
@@ -82,6 +85,7 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
             engine.start()
             state.engine = engine
         background: asyncio.Task[object] | None = None
+        calibration: Calibration | None = None
         if store is not None and settings.db_path is not None:
             explanations = SqliteExplanationStore(
                 settings.db_path, settings.explanation_capacity, settings.clock
@@ -93,6 +97,7 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                     AuditPaths.beside(settings.db_path).db,
                     policy=settings.audit_policy,
                 )
+            calibration = Calibration.open(settings.db_path)
             state.answerer = Answerer(
                 store,
                 state.engine,
@@ -100,6 +105,7 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                 explanations=explanations,
                 model=model,
                 audit=state.audit,
+                calibration=calibration,
             )
             state.events = start_events(store, state.answerer, settings)
             if settings.background:
@@ -116,6 +122,8 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                     await background
             if state.answerer is not None and state.answerer.explanations is not None:
                 state.answerer.explanations.close()
+            if calibration is not None:
+                calibration.close()
             if state.audit is not None:
                 await asyncio.to_thread(state.audit.close)
             if engine is None:
@@ -158,7 +166,9 @@ def _routes(with_market: bool) -> list[BaseRoute]:
             *audit_api.router.routes,
             *decide_api.router.routes,
             *events_api.router.routes,
+            *feedback_api.router.routes,
             *webhooks_api.router.routes,
+            *watches_api.router.routes,
             *products_api.router.routes,
             *page.router.routes,
             page.static_mount(),

@@ -5,7 +5,8 @@ after-commit notice reaches the answer flow (fact sheets evicted, explanations q
 regeneration); with `live_rate` the live simulator runs inside the process, so the demo's
 prices move while it serves; with `redis_url` a consumer of the Redis stream feeds the
 same bus, acknowledging each entry after its commit. The webhook sources (their secrets
-and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}.
+and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}, and the
+price watches, evaluated after each commit (server/watch_delivery.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from worthit.market.live import LiveMarket, run_live
 from worthit.market.redis_stream import StreamConfig, StreamConsumer
 from worthit.market.sources import SourceStore
 from worthit.market.store import MarketStore
+from worthit.market.watches import WatchStore
 from worthit.server.settings import ServiceSettings
+from worthit.server.watch_delivery import RetryPolicy, WatchService
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +38,13 @@ class EventService:
         feed: asyncio.Task[int] | None,
         stream: StreamConsumer | None = None,
         sources: SourceStore | None = None,
+        watches: WatchService | None = None,
     ) -> None:
         self.bus = bus
         self.feed = feed
         self.stream = stream
         self.sources = sources
+        self.watches = watches
 
     async def stop(self) -> None:
         """Inputs first, then the bus: the Redis consumer's batch in hand is applied and
@@ -51,6 +56,8 @@ class EventService:
         if self.stream is not None:
             await self.stream.stop()
         await self.bus.stop()
+        if self.watches is not None:
+            await self.watches.stop()
         if self.sources is not None:
             self.sources.close()
 
@@ -82,6 +89,14 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
     bus.subscribe(answerer.facts_restated, restated_only=True)
+    watches = WatchService(
+        WatchStore(store.path),
+        answerer.facts,
+        RetryPolicy(settings.watch_attempts, settings.watch_retry_s),
+        allow_private=settings.watch_hooks_private or not settings.auth,
+    )
+    bus.subscribe(watches.evaluator.changed)
+    watches.start()
     bus.start()
     feed = None
     if settings.live_rate > 0:
@@ -100,7 +115,7 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
         )
         stream = StreamConsumer(config, bus.submit)
         stream.start()
-    return EventService(bus, feed, stream, SourceStore(store.path))
+    return EventService(bus, feed, stream, SourceStore(store.path), watches)
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

@@ -53,3 +53,11 @@ class ServiceSettings:
     """The consumer group every `worthit serve` on the stream joins."""
     redis_claim_idle_s: float = 30.0
     """Entries pending this long (a dead consumer's, a rejected event's) are delivered again."""
+    watch_hooks_private: bool = False
+    """Let price watches' webhooks go to loopback and private addresses (tests, a receiver
+    on the retailer's own network). Off, only public addresses are called (SSRF); the
+    keyless demo always allows them."""
+    watch_attempts: int = 8
+    """Attempts at one watch webhook before it is marked failed."""
+    watch_retry_s: float = 2.0
+    """The first retry's backoff; each later one doubles it (with jitter, at most 10 min)."""

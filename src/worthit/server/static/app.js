@@ -6,6 +6,7 @@
 //   GET  /v1/products/{sku}/facts          fact sheet + verdict (ETag, 304)
 //   GET  /v1/products/{sku}/history?days=  price points for the chart
 //   POST /v1/decide  (Accept: text/event-stream)  verdict → token* → done | error
+//   POST /v1/watches, GET /v1/watches/events (EventSource)  "tell me when" on a WAIT card
 "use strict";
 
 (() => {
@@ -58,6 +59,11 @@
       sourceTemplate: "Standard wording built from the facts above.",
       stages: "Server stages (ms)",
       browser: "In your browser",
+      watchAsk: "Tell me when it's worth buying",
+      watchOpen: "See the verdict",
+      watchArmed: "We’ll tell you here when it’s worth buying (keep this page open).",
+      watchFailed: "Couldn't set that up; try again.",
+      watchFired: (title, label, price) => `${title}: ${label}${price ? ` at ${price}` : ""}.`,
       toVerdict: "verdict shown",
       toFirstToken: "first words",
       toDone: "complete",
@@ -116,6 +122,11 @@
       sourceTemplate: "根据上面的数据生成的标准说明。",
       stages: "服务器各阶段（毫秒）",
       browser: "在你的浏览器里",
+      watchAsk: "值得买时提醒我",
+      watchOpen: "查看结论",
+      watchArmed: "值得买时会在这里提醒你（请保持页面打开）。",
+      watchFailed: "没能设置提醒，请再试一次。",
+      watchFired: (title, label, price) => `${title}：${label}${price ? `，现价 ${price}` : ""}。`,
       toVerdict: "显示结论",
       toFirstToken: "第一个字",
       toDone: "全部完成",
@@ -172,6 +183,12 @@
     timingsCard: $("timings-card"),
     explainCard: $("explain-card"),
     chartCard: $("chart"),
+    watch: $("watch"),
+    watchButton: $("watch-button"),
+    watchStatus: $("watch-status"),
+    watchNotice: $("watch-notice"),
+    watchNoticeText: $("watch-notice-text"),
+    watchNoticeOpen: $("watch-notice-open"),
   };
   for (const name of ["q", "suggestions", "verdict", "explanation", "timings", "data-age", "offline"]) {
     $(name).dataset.testid = name;
@@ -919,7 +936,76 @@
       : how.source === "preview" ? t("preview") : "";
     el.verdict.hidden = false;
     el.explainCard.hidden = false;
+    showWatch(kind === "WAIT" && how.source !== "saved" ? data.sku : null);
   }
+
+  // ---------------------------------------------------------------- watches --
+  // "Tell me when" on a WAIT card: a watch for the verdict turning BUY, delivered on
+  // this tenant's SSE stream, which the page opens on the first watch it makes.
+  function showWatch(sku) {
+    el.watch.hidden = !sku;
+    el.watch.dataset.sku = sku || "";
+    const armed = Boolean(sku) && [...watching.values()].includes(sku);
+    el.watchButton.hidden = armed;
+    el.watchButton.disabled = false;
+    el.watchStatus.textContent = armed ? t("watchArmed") : "";
+  }
+
+  const watching = new Map(); // watch id → sku
+  let watchStream = null;
+
+  function openWatchStream() {
+    if (watchStream) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      watchStream = new EventSource("/v1/watches/events");
+      watchStream.addEventListener("ready", () => resolve(), { once: true });
+      watchStream.addEventListener("error", () => {
+        if (watchStream.readyState === EventSource.CLOSED) {
+          watchStream = null;
+          reject(new Unreachable("watch stream closed"));
+        }
+      });
+      watchStream.addEventListener("watch", (message) => watchFired(JSON.parse(message.data)));
+    });
+  }
+
+  async function startWatch() {
+    const sku = el.watch.dataset.sku;
+    if (!sku) return;
+    el.watchButton.disabled = true;
+    try {
+      await openWatchStream();
+      const response = await request("/v1/watches", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ sku, condition: "verdict_buy", delivery: "sse" }),
+      });
+      if (!response.ok) throw await problemOf(response);
+      watching.set((await response.json()).id, sku);
+      showWatch(sku);
+    } catch (_) {
+      el.watchButton.disabled = false;
+      el.watchStatus.textContent = t("watchFailed");
+    }
+  }
+
+  function watchFired(body) {
+    const data = (body && body.data) || {};
+    if (!watching.has(data.watch_id)) return;
+    watching.delete(data.watch_id);
+    el.watchNoticeText.textContent = t("watchFired", data.title || data.sku, data.verdict_label || data.verdict,
+      money(data.price, data.currency || "USD"));
+    el.watchNotice.dataset.sku = data.sku;
+    el.watchNotice.dataset.title = data.title || data.sku;
+    el.watchNotice.hidden = false;
+    if (el.watch.dataset.sku === data.sku) showWatch(data.sku);
+  }
+
+  el.watchButton.addEventListener("click", startWatch);
+  el.watchNoticeOpen.addEventListener("click", () => {
+    el.watchNotice.hidden = true;
+    ask(STRINGS[state.lang].question(el.watchNotice.dataset.title), el.watchNotice.dataset.sku);
+  });
 
   function showCandidates(question, groups, heading) {
     el.candidates.querySelector(".candidates-title").textContent = heading || t("ambiguous");

@@ -1,0 +1,250 @@
+"""Delivering fired watches: signed webhooks, retried, and the tenant's SSE streams.
+
+A webhook is sent at least once. Its delivery (id, body) was written to SQLite when the
+watch fired (market/watches.py), so one that has not had its 2xx when the process stops
+is sent again after the restart, under the same `webhook-id`, for the receiver to drop
+the repeat. Each attempt is signed afresh with Standard Webhooks (the `standardwebhooks`
+package's own signer: HMAC-SHA256 over `id.timestamp.body` under the watch's secret),
+so its timestamp is always inside the receiver's 300 s tolerance.
+
+A failed attempt (no connection, a timeout, a non-2xx answer) is retried after an
+exponential backoff with jitter; after `RetryPolicy.max_attempts` the delivery is marked
+failed, which `GET /v1/watches` shows. Redirects are not followed: a receiver that
+redirects is a failed attempt, so a public URL cannot bounce a delivery to a private one.
+
+The SSE streams are live only: a tenant's open `GET /v1/watches/events` streams get every
+notification of that tenant's watches as it fires; nothing is kept for a stream opened
+later (the fired watch in the listing keeps its notification).
+
+URLs are checked for SSRF twice, when the watch is created and before each attempt (the
+name may resolve elsewhere by then): http or https only, and, unless private hooks are
+allowed (the demo, or `ServiceSettings.watch_hooks_private`), every address the host
+resolves to must be a global one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import random
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from standardwebhooks import Webhook
+
+from worthit.answer.watches import Notification, WatchEvaluator
+from worthit.facts.cache import FactsCache
+from worthit.market.timeutil import now_ms
+from worthit.market.watches import PendingDelivery, WatchStore
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = httpx.Timeout(10.0, connect=3.0)
+"""A receiver gets 3 s to accept the connection and 10 s to answer."""
+MAX_IN_FLIGHT = 16
+"""Deliveries attempted at once."""
+STREAM_BACKLOG = 100
+"""Notifications an SSE stream may fall behind by before it misses some."""
+MAX_URL_CHARS = 2048
+
+
+class HookUrlError(ValueError):
+    """A webhook URL the service will not call."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 8
+    base_s: float = 2.0
+    cap_s: float = 600.0
+
+    def delay_s(self, attempts: int, rng: random.Random) -> float:
+        """After `attempts` failures: base·2^(attempts−1), capped, times U(0.5, 1), so
+        receivers that failed together do not all come back in the same second."""
+        backoff: float = min(self.cap_s, self.base_s * 2.0 ** (attempts - 1))
+        return backoff * rng.uniform(0.5, 1.0)
+
+
+def check_hook_url(url: str, *, allow_private: bool) -> None:
+    """Raise HookUrlError unless `url` is http(s) and (unless allowed) public. Resolves
+    the host name: blocking, so call it off the event loop."""
+    if len(url) > MAX_URL_CHARS:
+        raise HookUrlError(f"at most {MAX_URL_CHARS} characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise HookUrlError("must be an http or https URL")
+    if not parts.hostname:
+        raise HookUrlError("must name a host")
+    if parts.username is not None or parts.password is not None:
+        raise HookUrlError("must not carry credentials")
+    if allow_private:
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError) as exc:
+        raise HookUrlError(f"cannot resolve {parts.hostname!r}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global or address.is_multicast:
+            raise HookUrlError(
+                f"{parts.hostname!r} resolves to {address}, a loopback, private or reserved "
+                "address: webhooks go to public addresses only"
+            )
+
+
+class WebhookDeliverer:
+    """Sends the pending deliveries of a WatchStore as they fall due, until stopped."""
+
+    def __init__(
+        self,
+        store: WatchStore,
+        policy: RetryPolicy,
+        *,
+        allow_private: bool,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.allow_private = allow_private
+        self.rng = rng or random.Random()
+        self.sent = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """New deliveries were queued: look now rather than at the next due time."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop sending; what is still pending is sent after the next start."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        async with httpx.AsyncClient(
+            timeout=TIMEOUT, follow_redirects=False, trust_env=False
+        ) as client:
+            while True:
+                self._wake.clear()
+                try:
+                    due = await asyncio.to_thread(self.store.due, now_ms(), MAX_IN_FLIGHT)
+                    if due:
+                        await asyncio.gather(*(self._attempt(client, d) for d in due))
+                        continue
+                    next_ms = await asyncio.to_thread(self.store.next_due_ms)
+                except Exception:  # the store failed this round: try again shortly
+                    log.exception("could not read the pending watch deliveries")
+                    next_ms = now_ms() + 1000
+                wait_s = None if next_ms is None else max(0, next_ms - now_ms()) / 1000
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait_s)
+
+    async def _attempt(self, client: httpx.AsyncClient, delivery: PendingDelivery) -> None:
+        error = await self._send(client, delivery)
+        if error is None:
+            self.sent += 1
+            await asyncio.to_thread(self.store.delivered, delivery.delivery_id)
+            return
+        attempts = delivery.attempts + 1
+        if attempts >= self.policy.max_attempts:
+            log.warning("watch delivery %s failed %d times: %s", delivery.delivery_id,
+                        attempts, error)  # fmt: skip
+            await asyncio.to_thread(self.store.failed, delivery.delivery_id, error)
+            return
+        due_ms = now_ms() + round(1000 * self.policy.delay_s(attempts, self.rng))
+        await asyncio.to_thread(self.store.retry, delivery.delivery_id, error, due_ms)
+
+    async def _send(self, client: httpx.AsyncClient, delivery: PendingDelivery) -> str | None:
+        """One attempt; None when the receiver took it, else what went wrong."""
+        try:
+            await asyncio.to_thread(check_hook_url, delivery.url, allow_private=self.allow_private)
+        except HookUrlError as exc:
+            return f"refused URL: {exc}"
+        timestamp = datetime.now(UTC)
+        signature = Webhook(delivery.secret).sign(delivery.delivery_id, timestamp, delivery.payload)
+        headers = {
+            "content-type": "application/json",
+            "user-agent": "worthit-watches",
+            "webhook-id": delivery.delivery_id,
+            "webhook-timestamp": str(int(timestamp.timestamp())),
+            "webhook-signature": signature,
+        }
+        try:
+            response = await client.post(delivery.url, content=delivery.payload, headers=headers)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if 200 <= response.status_code < 300:
+            return None
+        return f"HTTP {response.status_code}"
+
+
+class WatchStreams:
+    """The open SSE streams of each tenant, each a bounded queue of notifications."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self.dropped = 0
+
+    @contextlib.contextmanager
+    def open(self, tenant: str) -> Iterator[asyncio.Queue[dict[str, Any]]]:
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(STREAM_BACKLOG)
+        self._queues.setdefault(tenant, set()).add(queue)
+        try:
+            yield queue
+        finally:
+            queues = self._queues.get(tenant, set())
+            queues.discard(queue)
+            if not queues:
+                self._queues.pop(tenant, None)
+
+    def publish(self, tenant: str, body: dict[str, Any]) -> None:
+        for queue in self._queues.get(tenant, ()):
+            try:
+                queue.put_nowait(body)
+            except asyncio.QueueFull:  # a stream that does not read must not hold others up
+                self.dropped += 1
+
+
+class WatchService:
+    """Watches for one app's lifetime: the store, the evaluator the bus feeds, the
+    webhook deliverer and the SSE streams."""
+
+    def __init__(
+        self, store: WatchStore, facts: FactsCache, policy: RetryPolicy, *, allow_private: bool
+    ) -> None:
+        self.store = store
+        self.allow_private = allow_private
+        self.streams = WatchStreams()
+        self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private)
+        self.evaluator = WatchEvaluator(store, facts, self._notify)
+
+    def start(self) -> None:
+        self.deliverer.start()
+
+    async def stop(self) -> None:
+        await self.evaluator.stop()
+        await self.deliverer.stop()
+        self.store.close()
+
+    def _notify(self, fired: list[Notification]) -> None:
+        for notification in fired:
+            self.streams.publish(notification.tenant, notification.body)
+        if any(notification.delivery_id for notification in fired):
+            self.deliverer.wake()
