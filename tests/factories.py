@@ -11,7 +11,14 @@ from typing import Any
 
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.explain.store import StoredExplanation
-from worthit.facts.sheet import FactSheet, PromotionFact, RatingFacts, WindowStats
+from worthit.facts.sheet import (
+    DiscountClaim,
+    EventFact,
+    FactSheet,
+    PromotionFact,
+    RatingFacts,
+    WindowStats,
+)
 from worthit.market.entities import Review
 
 
@@ -39,6 +46,36 @@ def make_promotion(**overrides: Any) -> PromotionFact:
         "days_until_start": 6.5,
     }
     return PromotionFact(**(fields | overrides))
+
+
+def make_claim(**overrides: Any) -> DiscountClaim:
+    """A running promotion claimed from a list price the product never sold at."""
+    fields: dict[str, Any] = {
+        "source": "promotion",
+        "name": "Spring Sale",
+        "reference": 400.0,
+        "price": 270.0,
+        "started": "2026-03-13T00:00:00Z",
+        "prior_low": 280.0,
+        "prior_observations": 30,
+        "raised_pct": 0.0,
+        "raised_from": 300.0,
+    }
+    return DiscountClaim(**(fields | overrides))
+
+
+def make_event(**overrides: Any) -> EventFact:
+    """Double 12 in 11 days, after two past Double 12s at 18% and 21% off."""
+    fields: dict[str, Any] = {
+        "key": "double12",
+        "name_en": "Double 12",
+        "name_zh": "双12",
+        "starts": "2026-12-12",
+        "days_until": 11,
+        "past_discounts_pct": (21.0, 18.0),
+        "past_years": (2025, 2024),
+    }
+    return EventFact(**(fields | overrides))
 
 
 def make_sheet(**overrides: Any) -> FactSheet:

@@ -33,6 +33,31 @@ _EN: dict[str, str] = {
     ),
     "upcoming_sale": "{name} starts in {days} days at {promo_price}, {saving_pct}% below today.",
     "active_promotion": "{name} is on until {ends} at {promo_price}.",
+    "fake_discount": (
+        "{name} at {price} claims {claimed_pct}% off {reference}, but the lowest price in the "
+        "{prior_days} days before the reduction was {prior_low}: a true discount of {true_pct}%."
+    ),
+    "fake_discount_none": (
+        "{name} at {price} claims {claimed_pct}% off {reference}, but the lowest price in the "
+        "{prior_days} days before the reduction was {prior_low}: no real discount."
+    ),
+    "pre_sale_hike": (
+        "A pre-sale hike: the price was raised {raised_pct}% above {raised_from} over the last "
+        "{raise_days} days, ahead of {name}."
+    ),
+    "pre_sale_hike_on": (
+        "{name} follows a pre-sale hike: the price was raised {raised_pct}% above {raised_from} "
+        "in the {raise_days} days before it."
+    ),
+    "sale_event": (
+        "{name} is in {days} days; at its last {count} {name} sales this product was "
+        "{low_pct}% to {high_pct}% below the {window_days} days before, which would put it at "
+        "{price_from} to {price_to} (today {current})."
+    ),
+    "sale_event_once": (
+        "{name} is in {days} days; at the last {name} this product was {high_pct}% below the "
+        "{window_days} days before, which would put it at {price_from} (today {current})."
+    ),
     "quality_floor": (
         "Its rating is low: {rating}/5 from {count} reviews, adjusted for its category."
     ),
@@ -83,6 +108,28 @@ _ZH: dict[str, str] = {
     "was_price_untrusted": "商家标注的原价{list_price}不可信：近90天价格中位数是{median90}。",
     "upcoming_sale": "{name}将在{days}天后开始，价格{promo_price}，比现在低{saving_pct}%。",
     "active_promotion": "{name}进行中，截至{ends}，价格{promo_price}。",
+    "fake_discount": (
+        "{name}：{price}号称比{reference}便宜{claimed_pct}%，但降价前{prior_days}天内的最低价是"
+        "{prior_low}，实际只便宜{true_pct}%。"
+    ),
+    "fake_discount_none": (
+        "{name}：{price}号称比{reference}便宜{claimed_pct}%，但降价前{prior_days}天内的最低价是"
+        "{prior_low}，其实并没有降价。"
+    ),
+    "pre_sale_hike": (
+        "{name}前先涨价：近{raise_days}天价格比此前的{raised_from}上调了{raised_pct}%。"
+    ),
+    "pre_sale_hike_on": (
+        "{name}之前先涨了价：开始前{raise_days}天价格比此前的{raised_from}上调了{raised_pct}%。"
+    ),
+    "sale_event": (
+        "{days}天后是{name}；过去{count}次{name}，它的价格比此前{window_days}天低{low_pct}%至"
+        "{high_pct}%，照此约为{price_from}至{price_to}（现价{current}）。"
+    ),
+    "sale_event_once": (
+        "{days}天后是{name}；上一次{name}，它的价格比此前{window_days}天低{high_pct}%，"
+        "照此约为{price_from}（现价{current}）。"
+    ),
     "quality_floor": "评分偏低：{count}条评价，按品类校正后为{rating}/5。",
     "rating_falling": "近期口碑下滑：近{recent_days}天评分{recent}/5，此前为{earlier}/5。",
     "well_rated": "口碑不错：{count}条评价，评分{rating}/5。",

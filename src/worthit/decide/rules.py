@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.cache import LIVE_KEY
-from worthit.facts.sheet import FactSheet, RatingFacts
+from worthit.facts.sheet import EventFact, FactSheet, RatingFacts
 from worthit.text.money import money
 
 
@@ -31,6 +31,11 @@ class Thresholds:
     upcoming_days: float = 21.0
     upcoming_saving_pct: float = 5.0
     was_price_gap_pct: float = 15.0
+    fake_discount_gap_pct: float = 5.0
+    """A claimed reference this far above the 30-day prior low is flagged (daily noise below)."""
+    pre_sale_hike_pct: float = 10.0
+    event_days: int = 30
+    event_saving_pct: float = 5.0
     quality_floor: float = 3.5
     min_reviews_quality: int = 10
     rating_drop: float = 0.7
@@ -67,6 +72,8 @@ _WEIGHTS: dict[str, float] = {
     "price_falling": 1.0,
     "was_price_untrusted": 0.5,
     "upcoming_sale": 2.0,
+    "sale_event": 1.5,
+    "pre_sale_hike": 0.5,
     "out_of_stock": 2.0,
     "over_budget": 2.0,
     "quality_floor": 3.0,
@@ -91,10 +98,11 @@ class _Reasons:
         polarity: Polarity,
         numbers: dict[str, float | int | str],
         shown: Mapping[str, object] | None = None,
+        phrase: str | None = None,
     ) -> None:
         values: dict[str, object] = dict(numbers)
         values.update(shown or {})
-        text = sentence(code, self.language, values)
+        text = sentence(phrase or code, self.language, values)
         self.items.append(Reason(code, polarity, numbers, text))
 
 
@@ -246,6 +254,125 @@ def _promotions(r: _Reasons, t: Thresholds) -> None:
         )
 
 
+def _claimed_discount(r: _Reasons, t: Thresholds) -> None:
+    """EU Omnibus Art. 6a / FTC 16 CFR 233.1: a reduction counts from the prior price, the
+    lowest of the 30 days before it, not from the reference the seller shows. Never a buy
+    signal; a price raised ahead of a sale is a mild reason not to buy at it."""
+    s = r.sheet
+    claim = s.discount_claim
+    if claim is None or claim.prior_low is None:
+        return
+    name = claim.name or _TODAY[r.language == "zh"]
+    event = _coming_sale(s, t)
+    ahead = claim.source == "list_price" or _starts_later(claim.started, s.as_of)
+    if claim.source == "promotion" or event is not None:
+        raised = claim.raised_pct
+        if raised is not None and claim.raised_from is not None and raised >= t.pre_sale_hike_pct:
+            sale = (
+                claim.name
+                if claim.source == "promotion" or event is None
+                else (event.name_zh if r.language == "zh" else event.name_en)
+            )
+            r.add(
+                "pre_sale_hike",
+                Polarity.WAIT if ahead else Polarity.INFO,
+                {
+                    "name": sale or name,
+                    "raised_pct": raised,
+                    "raised_from": claim.raised_from,
+                    "raise_days": 14,
+                },
+                {"raised_from": r.money(claim.raised_from), "raised_pct": number(raised)},
+                phrase="pre_sale_hike" if ahead else "pre_sale_hike_on",
+            )
+    if claim.source == "list_price" and any(x.code == "was_price_untrusted" for x in r.items):
+        return
+    if claim.reference < claim.prior_low * (1 + t.fake_discount_gap_pct / 100):
+        return
+    claimed = round(100.0 * (claim.reference - claim.price) / claim.reference, 1)
+    true = round(100.0 * (claim.prior_low - claim.price) / claim.prior_low, 1)
+    r.add(
+        "fake_discount",
+        Polarity.INFO,
+        {
+            "name": name,
+            "price": claim.price,
+            "reference": claim.reference,
+            "claimed_pct": claimed,
+            "prior_low": claim.prior_low,
+            "true_pct": true,
+            "prior_days": 30,
+        },
+        {
+            "price": r.money(claim.price),
+            "reference": r.money(claim.reference),
+            "prior_low": r.money(claim.prior_low),
+            "claimed_pct": number(claimed),
+            "true_pct": number(true),
+        },
+        phrase="fake_discount" if true > 0 else "fake_discount_none",
+    )
+
+
+_TODAY = ("Today's price", "当前价")
+
+
+def _starts_later(started: str, as_of: str) -> bool:
+    """ISO moments in one format compare as strings."""
+    return started > as_of
+
+
+def _coming_sale(s: FactSheet, t: Thresholds) -> EventFact | None:
+    return next((e for e in s.coming_events if e.days_until <= t.event_days), None)
+
+
+def _sale_event(r: _Reasons, t: Thresholds) -> None:
+    """A calendar sale with no announced promotion: wait when this product's own past
+    occurrences of it, applied to today's 30-day level, save enough even at their least."""
+    s = r.sheet
+    window = s.window(30)
+    if s.current_price is None or window is None or window.median is None:
+        return
+    if any(x.code == "upcoming_sale" for x in r.items):
+        return
+    for event in s.coming_events:
+        past = event.past_discounts_pct
+        if event.days_until > t.event_days or not past or min(past) <= 0:
+            continue
+        low, high = min(past), max(past)
+        price_from = round(window.median * (1 - high / 100), 2)
+        price_to = round(window.median * (1 - low / 100), 2)
+        saving = round(100.0 * (s.current_price - price_to) / s.current_price, 1)
+        if saving < t.event_saving_pct:
+            continue
+        name = event.name_zh if r.language == "zh" else event.name_en
+        r.add(
+            "sale_event",
+            Polarity.WAIT,
+            {
+                "name": name,
+                "days": event.days_until,
+                "count": len(past),
+                "low_pct": low,
+                "high_pct": high,
+                "price_from": price_from,
+                "price_to": price_to,
+                "saving_pct": saving,
+                "current": s.current_price,
+                "window_days": 30,
+            },
+            {
+                "price_from": r.money(price_from),
+                "price_to": r.money(price_to),
+                "current": r.money(s.current_price),
+                "low_pct": number(low),
+                "high_pct": number(high),
+            },
+            phrase="sale_event" if len(past) > 1 else "sale_event_once",
+        )
+        return
+
+
 def _quality(r: _Reasons, t: Thresholds) -> None:
     rating = r.sheet.rating
     if (
@@ -290,13 +417,38 @@ def _stock(r: _Reasons, t: Thresholds) -> None:
         r.add("low_stock", Polarity.INFO, {"quantity": quantity})
 
 
-_AGE_STEPS_S = (10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
-                86400, 172800, 259200, 604800, 1209600, 2592000, 7776000, 31536000)  # fmt: skip
+_AGE_STEPS_S = (
+    10,
+    30,
+    60,
+    120,
+    300,
+    600,
+    900,
+    1800,
+    3600,
+    7200,
+    10800,
+    21600,
+    43200,
+    86400,
+    172800,
+    259200,
+    604800,
+    1209600,
+    2592000,
+    7776000,
+    31536000,
+)
 """What "more than …" an age is written as: steps, so that the sentence (and with it the
 explanation's inputs, hence its key) changes a few times a day as data ages, not by the
 second. The exact age is the answer's `data_age_ms`."""
-_UNITS = ((86400, "day", "days", "天"), (3600, "hour", "hours", "小时"),
-          (60, "minute", "minutes", "分钟"), (1, "second", "seconds", "秒"))  # fmt: skip
+_UNITS = (
+    (86400, "day", "days", "天"),
+    (3600, "hour", "hours", "小时"),
+    (60, "minute", "minutes", "分钟"),
+    (1, "second", "seconds", "秒"),
+)
 _STALE = {
     "en": (
         "Its newest data is more than {age} old, past the freshness objective of {objective}, "
@@ -354,6 +506,8 @@ _PRICE_RULES: tuple[Callable[[_Reasons, Thresholds], None], ...] = (
     _trend,
     _was_price,
     _promotions,
+    _claimed_discount,
+    _sale_event,
 )
 
 

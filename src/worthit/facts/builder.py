@@ -26,7 +26,14 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from itertools import accumulate
 
-from worthit.facts.sheet import FactSheet, PromotionFact, RatingFacts, WindowStats
+from worthit.facts.sale_calendar import coming_events
+from worthit.facts.sheet import (
+    DiscountClaim,
+    FactSheet,
+    PromotionFact,
+    RatingFacts,
+    WindowStats,
+)
 from worthit.facts.stats import (
     bayesian_average,
     median,
@@ -41,6 +48,11 @@ from worthit.market.timeutil import DAY_MS, Clock, day_iso, from_ms, iso, now_ms
 WINDOWS = (30, 90, 180)
 RECENT_RATING_DAYS = 30
 SALES_DAYS = 3
+PRIOR_PRICE_DAYS = 30
+"""EU Omnibus Directive Art. 6a(2): the prior price is the lowest of the 30 days before a cut."""
+RAISE_DAYS = 14
+"""The stretch before a reduction searched for a pre-sale hike (the demo's hikes run 7-21 days)."""
+MIN_RAISE_OBSERVATIONS = 5
 PRIOR_WEIGHT = 10
 """Reviews' worth of category prior in the Bayesian average (IMDb-style constant)."""
 DEFAULT_PRIOR_MEAN = 3.8
@@ -240,6 +252,8 @@ class FactsBuilder:
             "upcoming_promotions": upcoming,
             "sales_3d": inputs.sales,
             "revision": product.revision,
+            "discount_claim": _discount_claim(prices, inputs.promotions, as_of),
+            "coming_events": coming_events(prices, as_of),
         }
         version = _version(content)
         return FactSheet(
@@ -321,6 +335,67 @@ def _promotions(
         )
         (active if promo.starts_ms <= as_of else upcoming).append(fact)
     return tuple(active), tuple(upcoming)
+
+
+def _discount_claim(
+    prices: Sequence[PricePoint], promotions: Sequence[Promotion], as_of: int
+) -> DiscountClaim | None:
+    """The reduction a shopper is shown now, measured against the recorded prices."""
+    if not prices:
+        return None
+    current = prices[-1]
+    known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
+    visible = sorted(
+        (p for p in promotions if p.ends_ms > as_of and p.starts_ms <= known_until),
+        key=lambda p: (p.starts_ms, p.name),
+    )
+    times = [p.ts_ms for p in prices]
+    if visible:
+        promo = visible[0]
+        started = promo.starts_ms
+        before = prices[: bisect_left(times, started)]
+        if current.list_price and current.list_price > promo.price:
+            reference = current.list_price
+        elif before and before[-1].price > promo.price:
+            reference = before[-1].price
+        else:
+            return None
+        source, name, price = "promotion", promo.name, promo.price
+    elif current.list_price and current.list_price > current.price:
+        source, name, reference, price = "list_price", None, current.list_price, current.price
+        started = current.ts_ms
+    else:
+        return None
+    prior = prices[
+        bisect_left(times, started - PRIOR_PRICE_DAYS * DAY_MS) : bisect_left(times, started)
+    ]
+    raised_pct, raised_from = _raise(prices, times, min(started, as_of + 1))
+    return DiscountClaim(
+        source=source,
+        name=name,
+        reference=_money(reference),
+        price=_money(price),
+        started=iso(started),
+        prior_low=_money(min(p.price for p in prior)) if prior else None,
+        prior_observations=len(prior),
+        raised_pct=raised_pct,
+        raised_from=raised_from,
+    )
+
+
+def _raise(
+    prices: Sequence[PricePoint], times: Sequence[int], until: int
+) -> tuple[float | None, float | None]:
+    """(% the RAISE_DAYS before `until` sat above the 30 days before them, that earlier median)."""
+    split = until - RAISE_DAYS * DAY_MS
+    lo = bisect_left(times, split - PRIOR_PRICE_DAYS * DAY_MS)
+    mid, hi = bisect_left(times, split), bisect_left(times, until)
+    earlier = [p.price for p in prices[lo:mid]]
+    recent = [p.price for p in prices[mid:hi]]
+    if len(earlier) < MIN_RAISE_OBSERVATIONS or len(recent) < MIN_RAISE_OBSERVATIONS:
+        return None, None
+    before = median(earlier)
+    return _pct(100.0 * (median(recent) / before - 1)), _money(before)
 
 
 def _money(value: float) -> float:

@@ -44,6 +44,46 @@ class PromotionFact:
 
 
 @dataclass(frozen=True, slots=True)
+class DiscountClaim:
+    """A claimed price reduction, with the prior price EU Omnibus Art. 6a measures it by.
+
+    The claim is the running promotion, else the soonest announced one, else the seller's
+    list price beside today's price (a reduction claimed today). `reference` is what the
+    shopper is told the price was: the list price when the seller gives one, else the
+    last price recorded before the reduction started.
+    """
+
+    source: str
+    """"promotion" or "list_price"."""
+    name: str | None
+    reference: float
+    price: float
+    started: str
+    prior_low: float | None
+    """The lowest price recorded in the 30 days before `started` (and by the sheet's moment)."""
+    prior_observations: int
+    raised_pct: float | None
+    """How far the median of the 14 days before the reduction (or before now, when it is
+    still to come) sat above the median of the 30 days before those: a pre-sale hike."""
+    raised_from: float | None
+    """That earlier median: the price before the raise."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventFact:
+    """A calendar sale event coming within the horizon, and what it did to this product's
+    price at its past occurrences (newest first): % below the median of the 30 days before."""
+
+    key: str
+    name_en: str
+    name_zh: str
+    starts: str
+    days_until: int
+    past_discounts_pct: tuple[float, ...]
+    past_years: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class FactSheet:
     sku: str
     title: str
@@ -73,6 +113,8 @@ class FactSheet:
     revision: int
     version: str
     data_age_ms: int
+    discount_claim: DiscountClaim | None = None
+    coming_events: tuple[EventFact, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     def window(self, days: int) -> WindowStats | None:
