@@ -171,3 +171,28 @@ def make_stored(**overrides: Any) -> StoredExplanation:
         "sampling": "temperature 0.7, seed 1",
     }
     return StoredExplanation(**(fields | overrides))
+
+
+def make_plain_sheet(**overrides: Any) -> FactSheet:
+    """An ordinary price of 300 (30-day median 300), a long history, an average rating, no
+    sale announced and no discount claimed: a sheet no price rule fires on, to add one
+    fact to."""
+    return make_sheet(
+        **{
+            "current_price": 300.0,
+            "list_price": None,
+            "windows": (
+                WindowStats(30, 30, 290.0, 300.0, 300.0),
+                WindowStats(90, 90, 280.0, 300.0, 300.0),
+                WindowStats(180, 180, 250.0, 300.0, 300.0),
+            ),
+            "all_time_low": 250.0,
+            "percentile_90d": 50.0,
+            "trend_30d_pct": 0.0,
+            "days_tracked": 400,
+            "observations": 400,
+            "rating": make_rating(count=50, bayesian=4.0, recent_count=10, trend=0.0),
+            "upcoming_promotions": (),
+        }
+        | overrides
+    )

@@ -14,36 +14,21 @@ from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Reason, VerdictKind
 from worthit.explain.guard import allowed_numbers, check_grounding
 from worthit.facts.builder import FactsBuilder
-from worthit.facts.sheet import FactSheet, WindowStats
+from worthit.facts.sheet import FactSheet
 from worthit.market.records import PriceRecord, ProductRecord, PromotionRecord
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import to_ms
 
-from factories import make_claim, make_event, make_rating, make_sheet
+from factories import make_claim, make_event, make_plain_sheet
 
 AS_OF = "2026-03-14T09:30:00Z"
 
 
 def neutral(**overrides: Any) -> FactSheet:
     """An ordinary price, long history, average rating, no sale, no claim."""
-    base = make_sheet(
-        as_of=AS_OF,
-        current_price=300.0,
-        list_price=None,
-        windows=(
-            WindowStats(30, 30, 290.0, 300.0, 300.0),
-            WindowStats(90, 90, 280.0, 300.0, 300.0),
-            WindowStats(180, 180, 250.0, 300.0, 300.0),
-        ),
-        all_time_low=250.0,
-        percentile_90d=50.0,
-        trend_30d_pct=0.0,
-        days_tracked=180,
-        observations=180,
-        rating=make_rating(count=50, bayesian=4.0, recent_count=10, trend=0.0),
-        upcoming_promotions=(),
+    return make_plain_sheet(
+        **({"as_of": AS_OF, "days_tracked": 180, "observations": 180} | overrides)
     )
-    return replace(base, **overrides)
 
 
 def reason(sheet: FactSheet, code: str, language: str = "en") -> Reason | None:

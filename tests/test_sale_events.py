@@ -3,7 +3,6 @@ hand-built history as of a moment, and the WAIT rule at its boundaries in both l
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -20,13 +19,13 @@ from worthit.facts.sale_calendar import (
     black_friday,
     coming_events,
 )
-from worthit.facts.sheet import FactSheet, WindowStats
+from worthit.facts.sheet import FactSheet
 from worthit.market.entities import PricePoint
 from worthit.market.records import PriceRecord, ProductRecord
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import date_to_ms, to_ms
 
-from factories import make_event, make_promotion, make_rating, make_sheet
+from factories import make_event, make_plain_sheet, make_promotion
 
 
 @pytest.mark.parametrize(
@@ -126,23 +125,7 @@ def test_the_builder_measures_from_rows_up_to_its_moment_only() -> None:
 
 def neutral(**overrides: Any) -> FactSheet:
     """An ordinary price of 300 with a 30-day median of 300; no sale announced."""
-    base = make_sheet(
-        current_price=300.0,
-        list_price=None,
-        windows=(
-            WindowStats(30, 30, 290.0, 300.0, 300.0),
-            WindowStats(90, 90, 280.0, 300.0, 300.0),
-            WindowStats(180, 180, 250.0, 300.0, 300.0),
-        ),
-        all_time_low=250.0,
-        percentile_90d=50.0,
-        trend_30d_pct=0.0,
-        days_tracked=400,
-        observations=400,
-        rating=make_rating(count=50, bayesian=4.0, recent_count=10, trend=0.0),
-        upcoming_promotions=(),
-    )
-    return replace(base, **overrides)
+    return make_plain_sheet(**overrides)
 
 
 def reason(sheet: FactSheet, language: str = "en") -> Reason | None:

@@ -29,6 +29,17 @@ from worthit.market.store import MarketStore
 REASONS_SHOWN = 8
 
 
+EveryOption = Annotated[int, typer.Option(min=1, help="Days between decision days.")]
+HorizonOption = Annotated[
+    int, typer.Option(min=1, help="Days a WAIT may wait before it buys anyway.")
+]
+SkusOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Only the first N products (default: all).", show_default=False),
+]
+"""The replay's options, shared with `worthit calibration`, which replays the same way."""
+
+
 def backtest_command(
     db: DbOption = None,
     start: Annotated[
@@ -48,14 +59,9 @@ def backtest_command(
             show_default=False,
         ),
     ] = None,
-    every: Annotated[int, typer.Option(min=1, help="Days between decision days.")] = DEFAULT_EVERY,
-    horizon: Annotated[
-        int, typer.Option(min=1, help="Days a WAIT may wait before it buys anyway.")
-    ] = DEFAULT_HORIZON,
-    skus: Annotated[
-        int | None,
-        typer.Option(min=1, help="Only the first N products (default: all).", show_default=False),
-    ] = None,
+    every: EveryOption = DEFAULT_EVERY,
+    horizon: HorizonOption = DEFAULT_HORIZON,
+    skus: SkusOption = None,
     as_json: JsonOption = False,
     out: Annotated[
         Path | None,

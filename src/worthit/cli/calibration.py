@@ -11,6 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from worthit.cli.backtest import EveryOption, HorizonOption, SkusOption
 from worthit.cli.options import DbOption, JsonOption, db_path
 from worthit.cli.progress import bar, stderr
 from worthit.decide.backtest import DEFAULT_EVERY, DEFAULT_HORIZON, plan_replay
@@ -32,14 +33,9 @@ from worthit.market.store import MarketStore
 
 def calibration_command(
     db: DbOption = None,
-    every: Annotated[int, typer.Option(min=1, help="Days between decision days.")] = DEFAULT_EVERY,
-    horizon: Annotated[
-        int, typer.Option(min=1, help="Days a WAIT may wait before it buys anyway.")
-    ] = DEFAULT_HORIZON,
-    skus: Annotated[
-        int | None,
-        typer.Option(min=1, help="Only the first N products (default: all).", show_default=False),
-    ] = None,
+    every: EveryOption = DEFAULT_EVERY,
+    horizon: HorizonOption = DEFAULT_HORIZON,
+    skus: SkusOption = None,
     bins: Annotated[
         int, typer.Option(min=1, max=100, help="Confidence bins of the table.")
     ] = DEFAULT_BINS,
