@@ -73,7 +73,7 @@ def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> 
 
     asyncio.run(run())
     assert len(answerer.facts) == 0 and answerer.facts.evictions == 1
-    assert {answerer.wanted.pop(), answerer.wanted.pop()} == {("S1", "en"), ("S1", "zh")}
+    assert {answerer.restated.pop(), answerer.restated.pop()} == {("S1", "en"), ("S1", "zh")}
     after = answerer.facts.get("S1")
     assert after is not None and after.current_price == new_price
 
@@ -95,7 +95,7 @@ def test_a_stock_reading_evicts_but_queues_no_rewrite(store: MarketStore) -> Non
 
     asyncio.run(run())
     assert answerer.facts.evictions == 1
-    assert answerer.wanted.pop() is None
+    assert answerer.restated.pop() is None
 
 
 def price_event(event_id: str, value: float) -> dict[str, object]:

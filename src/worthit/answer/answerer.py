@@ -77,6 +77,9 @@ class Answerer:
         """Who asks in which language: the generator's demand order reads it."""
         self.wanted = Wanted()
         """Inputs a shopper missed in the store: the generator writes them first."""
+        self.restated = Wanted()
+        """Products events changed: the generator rewrites the explanations of these it
+        had written, next after shoppers' misses."""
 
     @property
     def facts(self) -> FactsCache:
@@ -88,12 +91,12 @@ class Answerer:
 
     def facts_restated(self, skus: Iterable[str]) -> None:
         """Events moved what these products' explanations may say (a price, a rating, a
-        promotion): the generator gets them first, and rewrites those whose inputs
-        changed. Stock and sales readings do not come here: at a live feed's rate they
+        promotion): the generator rewrites, ahead of its walk, those it had written
+        (`restated`). Stock and sales readings do not come here: at a live feed's rate they
         would keep the generator re-checking unchanged inputs."""
         for sku in skus:
             for language in LANGUAGES:
-                self.wanted.add(sku, language)
+                self.restated.add(sku, language)
 
     def key(self, run: ExplanationRun) -> str:
         """The key of `run`'s explanation in the store."""

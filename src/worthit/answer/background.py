@@ -101,6 +101,9 @@ class ExplanationGenerator:
         """Each pair's demand weight and whether its explanation was in the store when last
         looked at: the coverage figure."""
         self._in_flight: set[Pair] = set()
+        self._explained: set[Pair] = set()
+        """Pairs this generator has found or left explained: the ones whose rewrite an
+        event asks for (`Answerer.restated`)."""
 
     async def run(
         self,
@@ -159,10 +162,24 @@ class ExplanationGenerator:
                 yield (sku, language)
 
     async def _put_wanted(self, jobs: asyncio.Queue[Pair]) -> None:
-        """What shoppers just missed goes before the rest of the pass."""
-        while (wanted := self.answerer.wanted.pop()) is not None:
+        """What shoppers just missed goes before the rest of the pass, then the rewrites
+        of explanations events made stale."""
+        while (wanted := self._next_wanted()) is not None:
             if self._needs(wanted):
                 await jobs.put(wanted)
+
+    def _next_wanted(self) -> Pair | None:
+        """A shopper's miss, else a changed product this generator had covered. A changed
+        product it never covered waits for the walk: a live feed restates products in
+        no order of demand, and writing them first would push best sellers back."""
+        wanted = self.answerer.wanted.pop()
+        while wanted is None:
+            restated = self.answerer.restated.pop()
+            if restated is None:
+                return None
+            if restated in self._explained:
+                wanted = restated
+        return wanted
 
     async def _serve_wanted(
         self, jobs: asyncio.Queue[Pair], until: float, deadline: float | None
@@ -170,7 +187,7 @@ class ExplanationGenerator:
         """Between passes, write what shoppers miss as they miss it."""
         end = until if deadline is None else min(until, deadline)
         while time.monotonic() < end:
-            wanted = self.answerer.wanted.pop()
+            wanted = self._next_wanted()
             if wanted is None:
                 await asyncio.sleep(0.2)
             elif self._needs(wanted):
@@ -216,6 +233,8 @@ class ExplanationGenerator:
         return _Look(run, write=why[0] != "model_failed_checks", covered=False)
 
     def _mark(self, pair: Pair, weight: float, covered: bool) -> None:
+        if covered:
+            self._explained.add(pair)
         before = self._status.get(pair)
         if before is not None and before[1]:
             self.stats.covered_weight -= before[0]
