@@ -63,7 +63,7 @@ def test_a_sweep_visits_every_product_once_and_brings_it_up_to_now(store: Market
 def test_prices_move_in_cents_within_the_band(store: MarketStore) -> None:
     anchors = store.current_prices([f"S{n}" for n in range(1, SMALL_SKUS + 1)], MARKET_NOW_MS)
     market = LiveMarket(store, clock=SteppingClock(MARKET_NOW_MS, 50))
-    prices = [e for e in sweep(market, SMALL_SKUS * 100) if isinstance(e, PriceEvent)]
+    prices = [e for e in sweep(market, SMALL_SKUS * 400) if isinstance(e, PriceEvent)]
     assert len({e.sku for e in prices}) > SMALL_SKUS // 2
     for event in prices:
         assert round(event.price, 2) == event.price

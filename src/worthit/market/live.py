@@ -9,13 +9,15 @@ product and sends, stamped now:
 - a stock reading, always (the feed's heartbeat): lower by the units sold since the last
   reading, at the product's own daily rate, and now and then restocked when low; with
   today's sales count raised by those units;
-- a price move, one visit in forty (about every 20 minutes a product in the demo): a
-  mean-reverting walk of a fraction of a percent, kept within 2% of the price the feed
-  first found, in cents, as the simulator prices. Rarer would hide that prices move;
-  more often is not how retailers reprice, and every move makes the product's stored
-  explanations, whose numbers are checked against the new facts, wait to be rewritten;
-- a review, one visit in thirty: rated around the product's last 30 days, in English or
-  Chinese, from the simulator's sentences.
+- a price move, one visit in 120 (about once an hour a product in the demo, a couple of
+  price changes a second across the market): a mean-reverting walk of a fraction of a
+  percent, kept within 2% of the price the feed first found, in cents, as the simulator
+  prices. More often is not how retailers reprice, and every move sends the product's
+  stored explanations, whose numbers are checked against the new facts, back to be
+  rewritten;
+- a review, one visit in 200 (a dozen a day a product): rated around the product's last
+  30 days, in English or Chinese, from the simulator's sentences. A review moves the
+  rating and its count, which explanations quote.
 
 The first visit brings a product's data up to now: the demo market ends on the day it
 was built, so its newest rows are hours old. The small, bounded moves keep the demo's
@@ -40,8 +42,8 @@ from worthit.market.store import MarketStore
 from worthit.market.timeutil import DAY_MS, Clock, from_ms, now_ms
 
 LIVE_SOURCE = "live"
-PRICE_MOVE_CHANCE = 1 / 40
-REVIEW_CHANCE = 1 / 30
+PRICE_MOVE_CHANCE = 1 / 120
+REVIEW_CHANCE = 1 / 200
 RESTOCK_CHANCE = 0.1
 PRICE_BAND = 0.02
 """How far (in log terms) a live price may wander from the price the feed first found."""
