@@ -48,6 +48,22 @@ def make_promotion(**overrides: Any) -> PromotionFact:
     return PromotionFact(**(fields | overrides))
 
 
+def make_offer(**overrides: Any) -> PromotionFact:
+    """满200减30 running now on a unit at $229.99: one unit costs $199.99."""
+    fields: dict[str, Any] = {
+        "name": "满200减30",
+        "starts": "2026-03-10T00:00:00Z",
+        "ends": "2026-03-20T00:00:00Z",
+        "price": 199.99,
+        "days_until_start": 0.0,
+        "kind": "threshold",
+        "base_price": 229.99,
+        "threshold": 200.0,
+        "save": 30.0,
+    }
+    return PromotionFact(**(fields | overrides))
+
+
 def make_claim(**overrides: Any) -> DiscountClaim:
     """A running promotion claimed from a list price the product never sold at."""
     fields: dict[str, Any] = {

@@ -15,6 +15,7 @@ from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.market.feed import DEFAULT_INTERVAL_S, FeedConfig
 from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
 
@@ -97,6 +98,16 @@ def serve_command(
     redis_stream: Annotated[
         str, typer.Option("--redis-stream", help="With --redis: the stream's key.")
     ] = DEFAULT_STREAM,
+    feed: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--feed",
+            metavar="URL[@SECONDS]",
+            help=f"Also poll a JSON, JSONL or CSV feed of events at this URL, every SECONDS "
+            f"(default {DEFAULT_INTERVAL_S:g}), with conditional GETs; repeat for several.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
@@ -108,6 +119,7 @@ def serve_command(
 
     if redis is not None:
         redis = redis_url(redis)
+    feeds = tuple(feed_config(spec) for spec in feed or ())
     model_path = resolve_model_path(model)
     if demo and host not in LOOPBACK:
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
@@ -143,9 +155,12 @@ def serve_command(
         background=background,
         explanation_capacity=explanations,
         live_rate=rate,
-        freshness=freshness if freshness is not None else rate > 0 or redis is not None,
+        freshness=freshness
+        if freshness is not None
+        else rate > 0 or redis is not None or bool(feeds),
         redis_url=redis,
         redis_stream=redis_stream,
+        feeds=feeds,
     )
     engine = Engine(LlamaRunner(model_path, config), config)
     engine.claim_current_thread()
@@ -159,6 +174,8 @@ def serve_command(
     if redis is not None:
         where = StreamConfig(redis, redis_stream).where
         stderr.print(f"events: Redis stream {redis_stream} at {where} (group worthit)")
+    for feed_settings in feeds:
+        stderr.print(f"events: feed {feed_settings.where} every {feed_settings.interval_s:g} s")
     stderr.print(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
@@ -169,3 +186,23 @@ def serve_command(
         else TransportLimits(max_connections=max_connections)
     )
     runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE, limits=limits)
+
+
+def feed_config(spec: str) -> FeedConfig:
+    """`URL` or `URL@SECONDS` → the feed's settings; a usage error naming --feed otherwise.
+    Only a number after the last `@` is an interval, so a URL with credentials
+    (`https://user:pw@host/f.csv`) reads as it should."""
+    head, at, tail = spec.rpartition("@")
+    seconds = _seconds(tail) if at else None
+    url, interval_s = (head, seconds) if seconds is not None else (spec, DEFAULT_INTERVAL_S)
+    try:
+        return FeedConfig(url, interval_s=interval_s)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--feed") from None
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -33,6 +33,23 @@ _EN: dict[str, str] = {
     ),
     "upcoming_sale": "{name} starts in {days} days at {promo_price}, {saving_pct}% below today.",
     "active_promotion": "{name} is on until {ends} at {promo_price}.",
+    "upcoming_offer": (
+        "{name} ({terms}) starts in {days} days: at today's price one unit would cost "
+        "{promo_price}, {saving_pct}% below today's {today}."
+    ),
+    "effective_price": (
+        "With {name} ({terms}) you pay {effective} for one unit (current {current} − {cut})."
+    ),
+    "offer_short": (
+        "{name} ({terms}) saves nothing on one unit: at {current} it is below the {floor} "
+        "an order needs."
+    ),
+    "terms_percent": "{percent_off}% off",
+    "terms_threshold": "spend {threshold}, save {save}",
+    "terms_coupon": "a coupon for {save} off",
+    "terms_coupon_min": "a coupon for {save} off {min_spend} or more",
+    "terms_coupon_percent": "a coupon for {percent_off}% off",
+    "terms_coupon_percent_min": "a coupon for {percent_off}% off {min_spend} or more",
     "fake_discount": (
         "{name} at {price} claims {claimed_pct}% off {reference}, but the lowest price in the "
         "{prior_days} days before the reduction was {prior_low}: a true discount of {true_pct}%."
@@ -108,6 +125,17 @@ _ZH: dict[str, str] = {
     "was_price_untrusted": "商家标注的原价{list_price}不可信：近90天价格中位数是{median90}。",
     "upcoming_sale": "{name}将在{days}天后开始，价格{promo_price}，比现在低{saving_pct}%。",
     "active_promotion": "{name}进行中，截至{ends}，价格{promo_price}。",
+    "upcoming_offer": (
+        "{name}（{terms}）将在{days}天后开始：按现价买一件约{promo_price}，比现在的{today}低{saving_pct}%。"
+    ),
+    "effective_price": "使用{name}（{terms}），买一件只需{effective}（现价{current} − {cut}）。",
+    "offer_short": "{name}（{terms}）买一件用不上：现价{current}不到订单所需的{floor}。",
+    "terms_percent": "立减{percent_off}%",
+    "terms_threshold": "满{threshold}减{save}",
+    "terms_coupon": "优惠券减{save}",
+    "terms_coupon_min": "优惠券满{min_spend}减{save}",
+    "terms_coupon_percent": "优惠券减{percent_off}%",
+    "terms_coupon_percent_min": "优惠券满{min_spend}减{percent_off}%",
     "fake_discount": (
         "{name}：{price}号称比{reference}便宜{claimed_pct}%，但降价前{prior_days}天内的最低价是"
         "{prior_low}，实际只便宜{true_pct}%。"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.cache import LIVE_KEY
-from worthit.facts.sheet import EventFact, FactSheet, RatingFacts
+from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
 from worthit.text.money import money
 
 
@@ -220,38 +220,117 @@ def _was_price(r: _Reasons, t: Thresholds) -> None:
 
 
 def _promotions(r: _Reasons, t: Thresholds) -> None:
+    """What the running offers make one unit cost, and the best announced one worth a wait.
+
+    An upcoming offer is compared with what one unit costs today (the sheet's
+    `effective_price`), both as one unit's price, so a 满200减30 on a unit under 200 is no
+    reason to wait, and a sale no better than a coupon running now is none either."""
     s = r.sheet
     if s.current_price is None:
         return
     for promo in s.active_promotions:
-        r.add(
-            "active_promotion",
-            Polarity.INFO,
-            {"name": promo.name, "ends": promo.ends[:10], "promo_price": promo.price},
-            {"promo_price": r.money(promo.price)},
-        )
-        break
+        if promo.kind == "price":
+            r.add(
+                "active_promotion",
+                Polarity.INFO,
+                {"name": promo.name, "ends": promo.ends[:10], "promo_price": promo.price},
+                {"promo_price": r.money(promo.price)},
+            )
+            break
+    _offers(r, s.current_price)
+    today = s.effective_price if s.effective_price is not None else s.current_price
     best = None
     for promo in s.upcoming_promotions:
         if promo.days_until_start > t.upcoming_days:
             continue
-        saving = 100.0 * (s.current_price - promo.price) / s.current_price
+        saving = 100.0 * (today - promo.price) / today
         if saving >= t.upcoming_saving_pct and (best is None or saving > best[1]):
             best = (promo, saving)
+    if best is None:
+        return
+    promo, saving = best
+    days = max(1, round(promo.days_until_start))
+    numbers: dict[str, float | int | str] = {
+        "name": promo.name,
+        "days": days,
+        "promo_price": promo.price,
+        "saving_pct": round(saving, 1),
+    }
+    shown: dict[str, object] = {"promo_price": r.money(promo.price), "saving_pct": number(saving)}
+    if promo.kind == "price":
+        r.add("upcoming_sale", Polarity.WAIT, numbers, shown)
+        return
+    terms, terms_numbers = _terms(r, promo)
+    numbers |= terms_numbers | {"today": today}
+    shown |= {"terms": terms, "today": r.money(today)}
+    r.add("upcoming_sale", Polarity.WAIT, numbers, shown, phrase="upcoming_offer")
+
+
+def _offers(r: _Reasons, current: float) -> None:
+    """How the running offer that sets today's unit price gets there, and an offer one
+    unit is too cheap to use. A promotional price says itself (`active_promotion`)."""
+    s = r.sheet
+    offers = [p for p in s.active_promotions if p.kind != "price"]
+    now = s.effective_price
+    cheaper = now is not None and now < current
+    best = next((p for p in offers if cheaper and p.applies and p.price == now), None)
     if best is not None:
-        promo, saving = best
-        days = max(1, round(promo.days_until_start))
+        terms, numbers = _terms(r, best)
+        if best.percent_off is not None:
+            cut = f"{number(best.percent_off)}%"
+        else:
+            cut = r.money(current - best.price)
+        said: dict[str, float | int | str] = {
+            "name": best.name,
+            "effective": best.price,
+            "current": current,
+            "saving": round(current - best.price, 2),
+        }
         r.add(
-            "upcoming_sale",
-            Polarity.WAIT,
+            "effective_price",
+            Polarity.INFO,
+            said | numbers,
             {
-                "name": promo.name,
-                "days": days,
-                "promo_price": promo.price,
-                "saving_pct": round(saving, 1),
+                "effective": r.money(best.price),
+                "current": r.money(current),
+                "terms": terms,
+                "cut": cut,
             },
-            {"promo_price": r.money(promo.price), "saving_pct": number(saving)},
         )
+    short = next((p for p in offers if not p.applies), None)
+    floor = None if short is None else short.threshold or short.min_spend
+    if short is not None and floor is not None:
+        terms, numbers = _terms(r, short)
+        said = {"name": short.name, "current": current, "floor": floor}
+        r.add(
+            "offer_short",
+            Polarity.INFO,
+            said | numbers,
+            {"current": r.money(current), "floor": r.money(floor), "terms": terms},
+        )
+
+
+def _terms(r: _Reasons, offer: PromotionFact) -> tuple[str, dict[str, float | int | str]]:
+    """An offer's terms as a phrase ("spend $200.00, save $30.00", "满$200.00减$30.00") and
+    the numbers it writes."""
+    numbers: dict[str, float | int | str] = {}
+    shown: dict[str, object] = {}
+    if offer.percent_off is not None:
+        numbers["percent_off"] = offer.percent_off
+        shown["percent_off"] = number(offer.percent_off)
+    for key, value in (
+        ("threshold", offer.threshold),
+        ("save", offer.save),
+        ("min_spend", offer.min_spend),
+    ):
+        if value is not None:
+            numbers[key] = value
+            shown[key] = r.money(value)
+    code = f"terms_{offer.kind}"
+    if offer.kind == "coupon":
+        code += "_percent" if offer.percent_off is not None else ""
+        code += "_min" if offer.min_spend is not None else ""
+    return sentence(code, r.language, numbers | shown), numbers
 
 
 def _claimed_discount(r: _Reasons, t: Thresholds) -> None:

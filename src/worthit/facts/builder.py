@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from itertools import accumulate
 
 from worthit.facts.sale_calendar import coming_events
@@ -220,7 +221,8 @@ class FactsBuilder:
         trend = trend_pct([p.ts_ms for p in last30], [p.price for p in last30], 30)
         volatility = volatility_pct(last90)
         stock = inputs.stock
-        active, upcoming = _promotions(inputs.promotions, as_of)
+        today = _money(current.price) if current else None
+        active, upcoming = _promotions(inputs.promotions, as_of, today)
         rating = _rating(inputs.ratings, inputs.prior)
         newest_review = inputs.ratings[4]
         newest = max(current.ts_ms if current else 0, stock.ts_ms if stock else 0, newest_review)
@@ -254,6 +256,7 @@ class FactsBuilder:
             "revision": product.revision,
             "discount_claim": _discount_claim(prices, inputs.promotions, as_of),
             "coming_events": coming_events(prices, as_of),
+            "effective_price": _effective_price(today, active),
         }
         version = _version(content)
         return FactSheet(
@@ -318,49 +321,102 @@ def _extremes(
 
 
 def _promotions(
-    promotions: Sequence[Promotion], as_of: int
+    promotions: Sequence[Promotion], as_of: int, current: float | None
 ) -> tuple[tuple[PromotionFact, ...], tuple[PromotionFact, ...]]:
-    """Running and known upcoming promotions (PROMOTION_NOTICE_DAYS), by start then name."""
+    """Running and known upcoming promotions (PROMOTION_NOTICE_DAYS), by start then name,
+    each priced for one unit at `current` (today's price)."""
     active: list[PromotionFact] = []
     upcoming: list[PromotionFact] = []
     known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
     visible = (p for p in promotions if p.ends_ms > as_of and p.starts_ms <= known_until)
     for promo in sorted(visible, key=lambda p: (p.starts_ms, p.name)):
-        fact = PromotionFact(
-            name=promo.name,
-            starts=iso(promo.starts_ms),
-            ends=iso(promo.ends_ms),
-            price=_money(promo.price),
-            days_until_start=round(max(0, promo.starts_ms - as_of) / DAY_MS, 1),
-        )
-        (active if promo.starts_ms <= as_of else upcoming).append(fact)
+        fact = _offer(promo, as_of, current)
+        if fact is not None:
+            (active if promo.starts_ms <= as_of else upcoming).append(fact)
     return tuple(active), tuple(upcoming)
+
+
+def _offer(promo: Promotion, as_of: int, base: float | None) -> PromotionFact | None:
+    """The offer as one unit's price; None for an offer that is not a price of its own
+    when there is no price yet to apply it to."""
+    starts, ends = iso(promo.starts_ms), iso(promo.ends_ms)
+    days = round(max(0, promo.starts_ms - as_of) / DAY_MS, 1)
+    if promo.kind == "price" and promo.price is not None:
+        return PromotionFact(promo.name, starts, ends, _money(promo.price), days)
+    if base is None:
+        return None
+    price, applies = _unit_price(promo, base)
+    return PromotionFact(
+        promo.name,
+        starts,
+        ends,
+        price,
+        days,
+        kind=promo.kind,
+        base_price=base,
+        percent_off=promo.percent_off,
+        threshold=promo.threshold,
+        save=promo.save,
+        min_spend=promo.min_spend,
+        applies=applies,
+    )
+
+
+def _unit_price(promo: Promotion, base: float) -> tuple[float, bool]:
+    """(one unit's price, whether the offer reaches it). A threshold or minimum spend is
+    per order: a unit priced below it pays `base`. At the threshold it applies (满200减30
+    takes 30 off an order of exactly 200). A share off is rounded half up to the cent, as
+    a till does; an amount off never takes the price below zero."""
+    floor = promo.threshold if promo.kind == "threshold" else promo.min_spend
+    if floor is not None and base < floor:
+        return base, False
+    if promo.percent_off is not None:
+        kept = Decimal(repr(base)) * (100 - Decimal(repr(promo.percent_off))) / 100
+        return float(kept.quantize(_CENT, rounding=ROUND_HALF_UP)), True
+    return _money(max(0.0, base - (promo.save or 0.0))), True
+
+
+_CENT = Decimal("0.01")
+
+
+def _effective_price(current: float | None, active: Sequence[PromotionFact]) -> float | None:
+    """One unit now: the best single offer, since worthit does not assume offers stack."""
+    if current is None:
+        return None
+    return min([current, *(offer.price for offer in active)])
 
 
 def _discount_claim(
     prices: Sequence[PricePoint], promotions: Sequence[Promotion], as_of: int
 ) -> DiscountClaim | None:
-    """The reduction a shopper is shown now, measured against the recorded prices."""
+    """The reduction a shopper is shown now, measured against the recorded prices.
+
+    Only a promotional price (kind `price`) is measured: the other kinds take their cut
+    off today's price at the till rather than claim a former price, and what they leave
+    is the sheet's `effective_price`."""
     if not prices:
         return None
     current = prices[-1]
     known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
     visible = sorted(
-        (p for p in promotions if p.ends_ms > as_of and p.starts_ms <= known_until),
-        key=lambda p: (p.starts_ms, p.name),
+        (p.starts_ms, p.name, p.price)
+        for p in promotions
+        if p.price is not None
+        and p.kind == "price"
+        and p.ends_ms > as_of
+        and p.starts_ms <= known_until
     )
     times = [p.ts_ms for p in prices]
     if visible:
-        promo = visible[0]
-        started = promo.starts_ms
+        started, promo_name, promo_price = visible[0]
         before = prices[: bisect_left(times, started)]
-        if current.list_price and current.list_price > promo.price:
+        if current.list_price and current.list_price > promo_price:
             reference = current.list_price
-        elif before and before[-1].price > promo.price:
+        elif before and before[-1].price > promo_price:
             reference = before[-1].price
         else:
             return None
-        source, name, price = "promotion", promo.name, promo.price
+        source, name, price = "promotion", promo_name, promo_price
     elif current.list_price and current.list_price > current.price:
         source, name, reference, price = "list_price", None, current.list_price, current.price
         started = current.ts_ms

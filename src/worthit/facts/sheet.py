@@ -36,11 +36,27 @@ class RatingFacts:
 
 @dataclass(frozen=True, slots=True)
 class PromotionFact:
+    """An offer as it prices one unit: `price` is what one shopper pays for one unit under
+    it, so every reader can compare offers of any kind without knowing the kinds.
+
+    For kind `price` that is the promotional price. The other kinds are applied to
+    `base_price`, today's price (for an upcoming offer: today's price, as the best guess
+    of the price it will apply to). A threshold or a minimum spend counts per order, so
+    one unit below it gets nothing off: `applies` is then False and `price` is the base.
+    """
+
     name: str
     starts: str
     ends: str
     price: float
     days_until_start: float
+    kind: str = "price"
+    base_price: float | None = None
+    percent_off: float | None = None
+    threshold: float | None = None
+    save: float | None = None
+    min_spend: float | None = None
+    applies: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +131,9 @@ class FactSheet:
     data_age_ms: int
     discount_claim: DiscountClaim | None = None
     coming_events: tuple[EventFact, ...] = ()
+    effective_price: float | None = None
+    """What one unit costs now: the lowest of today's price and the running offers' unit
+    prices (offers do not stack). None without a price."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def window(self, days: int) -> WindowStats | None:

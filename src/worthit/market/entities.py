@@ -43,10 +43,17 @@ class Review:
 
 @dataclass(frozen=True, slots=True)
 class Promotion:
+    """An offer as recorded; which fields are set depends on `kind` (market/records.py)."""
+
     name: str
     starts_ms: int
     ends_ms: int
-    price: float
+    price: float | None
+    kind: str = "price"
+    percent_off: float | None = None
+    threshold: float | None = None
+    save: float | None = None
+    min_spend: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,10 +119,13 @@ END;
 """
 
 
-def _bump_triggers() -> str:
+_SERIES = ("prices", "stock", "reviews", "promotions", "sales")
+
+
+def _bump_triggers(tables: tuple[str, ...] = _SERIES) -> str:
     parts = []
     observed = {"prices": "NEW.ts", "stock": "NEW.ts", "reviews": "NEW.ts"}
-    for table in ("prices", "stock", "reviews", "promotions", "sales"):
+    for table in tables:
         seen = observed.get(table, "0")
         for event in ("INSERT", "UPDATE"):
             parts.append(
@@ -156,11 +159,38 @@ CREATE TABLE applied_events (
 ) WITHOUT ROWID;
 """
 
+# v5: promotions of other kinds than a promotional price (market/records.py
+# PromotionKind). SQLite cannot drop the NOT NULL from `price`, so the table is rebuilt;
+# its triggers go with the old table and are made again. Copying the rows bumps no
+# revision: the new table has no triggers yet, and dropping a table fires none.
+_V5_PROMOTION_KINDS = """
+CREATE TABLE promotions_v5 (
+    sku         TEXT NOT NULL REFERENCES products(sku),
+    name        TEXT NOT NULL,
+    starts      INTEGER NOT NULL,
+    ends        INTEGER NOT NULL,
+    kind        TEXT NOT NULL DEFAULT 'price'
+                CHECK (kind IN ('price', 'percent', 'threshold', 'coupon')),
+    price       REAL,
+    percent_off REAL,
+    threshold   REAL,
+    save        REAL,
+    min_spend   REAL,
+    PRIMARY KEY (sku, name, starts)
+) WITHOUT ROWID;
+INSERT INTO promotions_v5 (sku, name, starts, ends, price)
+    SELECT sku, name, starts, ends, price FROM promotions;
+DROP TABLE promotions;
+ALTER TABLE promotions_v5 RENAME TO promotions;
+CREATE INDEX promotions_sku_ends ON promotions(sku, ends);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "base tables", _V1_BASE),
     Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
     Migration(3, "covering indexes for window rankings", _V3_WINDOW_INDEXES),
     Migration(4, "applied event ids", _V4_APPLIED_EVENTS),
+    Migration(5, "promotion kinds", _V5_PROMOTION_KINDS + _bump_triggers(("promotions",))),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -76,12 +76,58 @@ class ReviewRecord(_Record):
         return to_ms(self.ts)
 
 
+PromotionKind = Literal["price", "percent", "threshold", "coupon"]
+"""`price`: a promotional price; `percent`: a share off; `threshold`: spend X, save Y per
+order (满200减30); `coupon`: an amount or a share off, maybe from a minimum spend."""
+
+Percent = Annotated[float, Field(gt=0, lt=100)]
+
+_KIND_FIELDS: dict[str, frozenset[str]] = {
+    "price": frozenset({"price"}),
+    "percent": frozenset({"percent_off"}),
+    "threshold": frozenset({"threshold", "save"}),
+    "coupon": frozenset({"save", "percent_off", "min_spend"}),
+}
+"""The fields each kind may carry: one given to a kind that ignores it is a mistake."""
+
+
 class PromotionRecord(_Record):
     type: Literal["promotion"] = "promotion"
     name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
     starts: datetime
     ends: datetime
-    price: Price
+    kind: PromotionKind = Field(
+        default="price",
+        description=(
+            "How the offer prices one unit: `price` (the promotional price, the default, "
+            "so older records keep their meaning), `percent` (percent_off), `threshold` "
+            "(spend threshold, save save, per order), `coupon` (save or percent_off, "
+            "optionally from min_spend)."
+        ),
+    )
+    price: Price | None = Field(
+        default=None, validate_default=True, description="kind `price`: the promotional price."
+    )
+    percent_off: Percent | None = Field(
+        default=None,
+        validate_default=True,
+        description="kind `percent`, or a `coupon` for a share off: percent off, in (0, 100).",
+    )
+    threshold: Price | None = Field(
+        default=None,
+        validate_default=True,
+        description="kind `threshold`: the order total from which `save` is taken off.",
+    )
+    save: Price | None = Field(
+        default=None,
+        validate_default=True,
+        description="kind `threshold` (below `threshold`) or `coupon`: the amount taken off.",
+    )
+    min_spend: Price | None = Field(
+        default=None,
+        validate_default=True,
+        description="kind `coupon`, optional: the order total the coupon needs.",
+    )
 
     @field_validator("ends")
     @classmethod
@@ -91,6 +137,27 @@ class PromotionRecord(_Record):
             raise ValueError("ends must be after starts")
         return ends
 
+    @field_validator("price", "percent_off", "threshold", "save", "min_spend")
+    @classmethod
+    def _fits_kind(cls, value: float | None, info: Any) -> float | None:
+        """Checked field by field, in declaration order, so the error names the field at
+        fault (a model-level check would be reported against the whole record)."""
+        kind = info.data.get("kind")
+        name = info.field_name
+        if kind is None:
+            return value
+        if value is not None and name not in _KIND_FIELDS[kind]:
+            raise ValueError(f"not used by a {kind} promotion")
+        if kind == "coupon":
+            _check_coupon(name, value, info.data)
+        elif value is None and name in _KIND_FIELDS[kind] and _required(name, info.data):
+            raise ValueError(f"required for a {kind} promotion")
+        elif kind == "threshold" and name == "save" and value is not None:
+            threshold = info.data.get("threshold")
+            if threshold is not None and value >= threshold:
+                raise ValueError(f"must be less than threshold ({threshold:g})")
+        return value
+
     @property
     def starts_ms(self) -> int:
         return to_ms(self.starts)
@@ -98,6 +165,27 @@ class PromotionRecord(_Record):
     @property
     def ends_ms(self) -> int:
         return to_ms(self.ends)
+
+
+def _check_coupon(name: str, value: float | None, seen: dict[str, Any]) -> None:
+    """A coupon is an amount or a share off, never both; a minimum spend above the amount.
+    A percent_off that failed its own check is absent from `seen` and already reported."""
+    if name == "save":
+        percent = seen.get("percent_off", 0)
+        if value is not None and percent:
+            raise ValueError("a coupon takes save or percent_off, not both")
+        if value is None and percent is None:
+            raise ValueError("a coupon needs save (an amount off) or percent_off")
+    if name == "min_spend" and value is not None:
+        save = seen.get("save")
+        if save is not None and value <= save:
+            raise ValueError(f"must be more than save ({save:g})")
+
+
+def _required(name: str, seen: dict[str, Any]) -> bool:
+    """A threshold's save is required only when its threshold passed: a bad threshold is
+    the first problem, and the one reported."""
+    return name != "save" or "threshold" in seen
 
 
 class SalesRecord(_Record):

@@ -81,9 +81,17 @@ WHERE (reviews.ts, reviews.rating, reviews.text, reviews.verified)
    IS NOT (excluded.ts, excluded.rating, excluded.text, excluded.verified)
 """
 _UPSERT_PROMOTION = """
-INSERT INTO promotions (sku, name, starts, ends, price) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (sku, name, starts) DO UPDATE SET ends = excluded.ends, price = excluded.price
-WHERE (promotions.ends, promotions.price) IS NOT (excluded.ends, excluded.price)
+INSERT INTO promotions
+    (sku, name, starts, ends, kind, price, percent_off, threshold, save, min_spend)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (sku, name, starts) DO UPDATE SET
+    ends = excluded.ends, kind = excluded.kind, price = excluded.price,
+    percent_off = excluded.percent_off, threshold = excluded.threshold,
+    save = excluded.save, min_spend = excluded.min_spend
+WHERE (promotions.ends, promotions.kind, promotions.price, promotions.percent_off,
+       promotions.threshold, promotions.save, promotions.min_spend)
+   IS NOT (excluded.ends, excluded.kind, excluded.price, excluded.percent_off,
+       excluded.threshold, excluded.save, excluded.min_spend)
 """
 _CLAIM_EVENT = """
 INSERT INTO applied_events (event_id, source, applied_ms) VALUES (?, ?, ?)
@@ -184,7 +192,18 @@ class MarketStore:
             )
             sql = _UPSERT_REVIEW
         elif isinstance(record, PromotionRecord):
-            args = (record.sku, record.name, record.starts_ms, record.ends_ms, record.price)
+            args = (
+                record.sku,
+                record.name,
+                record.starts_ms,
+                record.ends_ms,
+                record.kind,
+                record.price,
+                record.percent_off,
+                record.threshold,
+                record.save,
+                record.min_spend,
+            )
             sql = _UPSERT_PROMOTION
         elif isinstance(record, SalesRecord):
             args, sql = (record.sku, record.date.isoformat(), record.units), _UPSERT_SALES
@@ -360,7 +379,8 @@ class MarketStore:
         rows = (
             self._conn()
             .execute(
-                "SELECT name, starts, ends, price FROM promotions"
+                "SELECT name, starts, ends, price, kind, percent_off, threshold, save, min_spend"
+                " FROM promotions"
                 " WHERE sku = ? AND ends > ? ORDER BY starts",
                 (sku, ending_after_ms),
             )

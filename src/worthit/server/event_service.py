@@ -4,7 +4,8 @@ The lifespan starts them: the bus's consumer applies events in batches, and its
 after-commit notice reaches the answer flow (fact sheets evicted, explanations queued for
 regeneration); with `live_rate` the live simulator runs inside the process, so the demo's
 prices move while it serves; with `redis_url` a consumer of the Redis stream feeds the
-same bus, acknowledging each entry after its commit. The webhook sources (their secrets
+same bus, acknowledging each entry after its commit; each of `feeds` is polled into it
+(conditional GETs, market/feed.py). The webhook sources (their secrets
 and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}, and the
 price watches, evaluated after each commit (server/watch_delivery.py).
 """
@@ -14,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from worthit.answer.answerer import Answerer
 from worthit.market.bus import EventBus
+from worthit.market.feed import FeedPoller
 from worthit.market.live import LiveMarket, run_live
 from worthit.market.redis_stream import StreamConfig, StreamConsumer
 from worthit.market.sources import SourceStore
@@ -30,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 class EventService:
-    """The bus and, when asked, the live simulator and the Redis consumer feeding it."""
+    """The bus and, when asked, the live simulator, the Redis consumer and the feed
+    pollers feeding it."""
 
     def __init__(
         self,
@@ -39,12 +43,14 @@ class EventService:
         stream: StreamConsumer | None = None,
         sources: SourceStore | None = None,
         watches: WatchService | None = None,
+        feeds: Sequence[FeedPoller] = (),
     ) -> None:
         self.bus = bus
         self.feed = feed
         self.stream = stream
         self.sources = sources
         self.watches = watches
+        self.feeds = tuple(feeds)
 
     async def stop(self) -> None:
         """Inputs first, then the bus: the Redis consumer's batch in hand is applied and
@@ -55,6 +61,8 @@ class EventService:
                 await self.feed
         if self.stream is not None:
             await self.stream.stop()
+        for poller in self.feeds:
+            await poller.stop()
         await self.bus.stop()
         if self.watches is not None:
             await self.watches.stop()
@@ -68,23 +76,32 @@ class EventService:
             "bus": {"pending": self.bus.pending, **vars(stats)},
             "live_feed": self.feed is not None and not self.feed.done(),
             "redis": self.stream.status() if self.stream is not None else None,
+            "feeds": [poller.status() for poller in self.feeds],
         }
 
     def problems(self) -> list[str]:
         """What is degraded: answers go on from the store, but its data may be getting old."""
+        found = [
+            f"events: the feed {poller.config.where} is {poller.state.value}: "
+            f"{poller.last_error}; answering from the store"
+            for poller in self.feeds
+            if not poller.healthy
+        ]
         stream = self.stream
         if stream is None or stream.connected:
-            return []
+            return found
         cause = f": {stream.last_error}" if stream.last_error else ""
         return [
             f"events: the Redis stream {stream.config.stream} at {stream.config.where} is "
-            f"{stream.state.value}{cause}; answering from the store"
+            f"{stream.state.value}{cause}; answering from the store",
+            *found,
         ]
 
 
 def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettings) -> EventService:
-    """Start the bus (on the running loop), the live simulator and the Redis consumer when
-    the settings ask for them; the simulator stamps its events with `settings.clock`."""
+    """Start the bus (on the running loop), the live simulator, the Redis consumer and the
+    feed pollers when the settings ask for them; the simulator stamps its events with
+    `settings.clock`."""
     answerer.facts.live = settings.freshness
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
@@ -115,7 +132,10 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
         )
         stream = StreamConsumer(config, bus.submit)
         stream.start()
-    return EventService(bus, feed, stream, SourceStore(store.path), watches)
+    feeds = [FeedPoller(feed_config, bus.submit) for feed_config in settings.feeds]
+    for poller in feeds:
+        poller.start()
+    return EventService(bus, feed, stream, SourceStore(store.path), watches, feeds)
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worthit.market.apply import EventResult, Outcome
 from worthit.market.bus import BusClosedError, BusFullError
-from worthit.market.events import SCHEMA_ID, Event, EventError, event_schema, parse_event
+from worthit.market.events import SCHEMA_ID, Event, EventError, event_schema
+from worthit.market.feed import parse_events
 from worthit.server.event_service import EventService
 from worthit.server.problems import ProblemError
 from worthit.server.state import ServiceState, StateDep
@@ -58,27 +59,6 @@ async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
     good, rejected = parse_events(body.events)
     results = await submit_events(service, [event for _, event in good])
     return JSONResponse(event_report(good, results, rejected))
-
-
-def parse_events(
-    items: list[Any], source: str | None = None
-) -> tuple[list[tuple[int, Event]], list[EventError]]:
-    """The events that parse, with their index, and the errors of those that do not.
-    With `source` (a webhook's), an event may leave it out and may not name another."""
-    good: list[tuple[int, Event]] = []
-    rejected: list[EventError] = []
-    for index, data in enumerate(items):
-        if source is not None and isinstance(data, dict) and "source" not in data:
-            data = {**data, "source": source}
-        parsed = parse_event(data, index)
-        if isinstance(parsed, EventError):
-            rejected.append(parsed)
-        elif source is not None and parsed.source != source:
-            message = f"must be {source!r}, this webhook's source, or left out"
-            rejected.append(EventError(index, "source", message, parsed.event_id))
-        else:
-            good.append((index, parsed))
-    return good, rejected
 
 
 async def submit_events(service: EventService, events: list[Event]) -> list[EventResult]:

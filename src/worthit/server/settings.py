@@ -8,6 +8,7 @@ from pathlib import Path
 from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.market.feed import FeedConfig
 from worthit.market.timeutil import Clock, now_ms
 
 
@@ -53,6 +54,9 @@ class ServiceSettings:
     """The consumer group every `worthit serve` on the stream joins."""
     redis_claim_idle_s: float = 30.0
     """Entries pending this long (a dead consumer's, a rejected event's) are delivered again."""
+    feeds: tuple[FeedConfig, ...] = ()
+    """JSON, JSONL or CSV files at URLs, each polled into the bus on its own interval
+    (`worthit serve --feed`); one that fails degrades /readyz, answers go on."""
     watch_hooks_private: bool = False
     """Let price watches' webhooks go to loopback and private addresses (tests, a receiver
     on the retailer's own network). Off, only public addresses are called (SSRF); the
