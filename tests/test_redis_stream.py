@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -285,6 +286,13 @@ def test_a_consumer_killed_mid_batch_leaves_its_entries_to_another(
     assert consumers == {b"doomed": 0}  # the survivor left the group on its way out
 
 
+REAL_CLOCK = {
+    k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")
+}
+"""A server keeps the machine's clock when the suite runs under libfaketime (.ci/any-date),
+as the shared Redis does: redis-server under the preload never answers."""
+
+
 class PrivateRedis:
     """A redis-server of this test's own on a free port, which it may kill and restart."""
 
@@ -317,6 +325,7 @@ class PrivateRedis:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=REAL_CLOCK,
         )
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
         poll(lambda: _answers(client), within_s=10)
