@@ -2,7 +2,8 @@
 
 Runs the same question stream twice in one process: through the facts and rankings
 caches (how the service runs) and with both bypassed (every question rebuilds its fact
-sheet or ranking from SQLite), and reports both and their ratio.
+sheet or ranking from SQLite, and its verdict from the rules), and reports both and
+their ratio.
 
     .venv/bin/python bench/decide.py --db var/demo.db --questions 10000
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from worthit.decide.decider import Decider
 from worthit.decide.resolve import ProductResolver
+from worthit.decide.verdict_cache import VerdictCache
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.facts.rankings import Rankings
@@ -102,7 +104,9 @@ def main() -> None:
     qs = questions(store, args.questions, args.seed)
     resolver = ProductResolver(store)
     cached = Decider(FactsCache(FactsBuilder(store)), resolver)
-    uncached = Decider(FactsCache(FactsBuilder(store), max_age_s=0.0), resolver)
+    uncached = Decider(
+        FactsCache(FactsBuilder(store), max_age_s=0.0), resolver, verdicts=VerdictCache(0)
+    )
     uncached.rankings.max_age_s = 0.0  # the anchor recomputes rankings too
     run(cached, qs[:200])  # warm the resolver cache and SQLite pages for both runs alike
     results = {}

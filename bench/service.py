@@ -11,6 +11,13 @@ the end, thinks, and asks again.
 
     .venv/bin/python bench/service.py --db var/demo.db --levels 50 --think-ms 1000
     .venv/bin/python bench/service.py --db var/demo.db --fresh-store --fill-s 300 --levels 50
+
+Template text only (the decision path's capacity: no model text, no engine work), an empty
+store, no background generator, no live feed, each question's deadline under the
+engine's finishing margin:
+
+    .venv/bin/python bench/service.py --db var/demo.db --fresh-store --deadline-ms 100 \
+        --think-ms 0 --serve-args "--no-background --live-rate 0"
 """
 
 from __future__ import annotations
@@ -74,11 +81,16 @@ def pct(values: list[float], p: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 1)
 
 
-async def one(client: httpx.AsyncClient, question: str, language: str) -> Answer:
+async def one(
+    client: httpx.AsyncClient, question: str, language: str, deadline_ms: int | None = None
+) -> Answer:
     sent = time.perf_counter()
     answer = Answer(language, "error:no_done")
+    body: dict[str, object] = {"question": question}
+    if deadline_ms is not None:
+        body["deadline_ms"] = deadline_ms
     async with client.stream(
-        "POST", "/v1/decide", json={"question": question},
+        "POST", "/v1/decide", json=body,
         headers={"Accept": "text/event-stream"},
     ) as response:  # fmt: skip
         if response.status_code != 200:
@@ -143,7 +155,7 @@ def summary(answers: list[Answer]) -> dict[str, object]:
 
 async def level(
     base: str, products: list[Product], clients: int, seconds: float, seed: int, think_s: float,
-    zh_share: float,
+    zh_share: float, deadline_ms: int | None = None,
 ) -> dict[str, object]:  # fmt: skip
     rng = random.Random(seed)
     weights = [1.0 / (rank + 1) for rank in range(len(products))]
@@ -162,7 +174,7 @@ async def level(
                 name = product.zh_name if language == "zh" else product.title
                 question = rng.choice(QUESTIONS[language]).format(name=name)
                 try:
-                    answers.append(await one(client, question, language))
+                    answers.append(await one(client, question, language, deadline_ms))
                 except httpx.HTTPError as exc:
                     answers.append(Answer(language, f"error:{type(exc).__name__}"))
                 if think_s:
@@ -225,6 +237,12 @@ def main() -> None:
         help="let the server fill its store this long before measuring",
     )
     parser.add_argument("--serve-args", default="", help="extra `worthit serve` arguments")
+    parser.add_argument(
+        "--deadline-ms",
+        type=int,
+        default=None,
+        help="deadline_ms sent with each question (100: template text on a store miss)",
+    )
     args = parser.parse_args()  # fmt: skip
     db = Path(args.db)
     if not db.exists():
@@ -261,9 +279,11 @@ def main() -> None:
         )
         think_s = args.think_ms / 1000
         for i, clients in enumerate(int(x) for x in args.levels.split(",")):
-            result = asyncio.run(
-                level(base, products, clients, args.seconds, i + 1, think_s, args.zh_share)
-            )
+            shoppers = level(
+                base, products, clients, args.seconds, i + 1, think_s, args.zh_share,
+                args.deadline_ms,
+            )  # fmt: skip
+            result = asyncio.run(shoppers)
             print(json.dumps(result, ensure_ascii=False), flush=True)
         print(json.dumps({"store_at_end": store_state(base)}))
     finally:

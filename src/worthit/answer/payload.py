@@ -105,7 +105,18 @@ DONE_FIELDS = ("finish_reason", "explanation_source", "explanation", "cached", "
 def answer_payload(finished: Finished) -> dict[str, Any]:
     """The whole answer: the verdict's fields, the explanation, timings and accounting."""
     data = verdict_payload(finished.decision)
-    data.update(explanation_payload(finished.explanation))
+    data.update(_ending(finished))
+    return data
+
+
+def done_payload(finished: Finished) -> dict[str, Any]:
+    """The answer's end alone: the verdict's fields were sent first, so not built again."""
+    ending = _ending(finished)
+    return {key: ending[key] for key in DONE_FIELDS if key in ending}
+
+
+def _ending(finished: Finished) -> dict[str, Any]:
+    data = explanation_payload(finished.explanation)
     data["tokens"] = dict(finished.explanation.tokens) if finished.explanation else {}
     data["timings_ms"] = finished.timings_ms
     data["priority"] = finished.priority.name.lower()
@@ -113,11 +124,6 @@ def answer_payload(finished: Finished) -> dict[str, Any]:
     if finished.receipt is not None:
         data["receipt"] = finished.receipt.to_dict()
     return data
-
-
-def done_payload(finished: Finished) -> dict[str, Any]:
-    answer = answer_payload(finished)
-    return {key: answer[key] for key in DONE_FIELDS if key in answer}
 
 
 def facts_summary(sheet: FactSheet) -> dict[str, Any]:

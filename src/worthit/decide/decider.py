@@ -11,14 +11,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import lru_cache
 
 from worthit.decide.as_of import check_as_of, parse_as_of
 from worthit.decide.calibration import Calibrated, Calibration
 from worthit.decide.intent import Intent, IntentKind, parse_intent
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
-from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.decide.verdict_cache import VerdictCache
 from worthit.facts.cache import FactsCache
 from worthit.facts.rankings import RankedItem, Rankings
 from worthit.facts.sheet import FactSheet
@@ -28,6 +29,8 @@ from worthit.market.store import MarketStore
 DEFAULT_TOP_N = 3
 MAX_TOP_N = 10
 DEFAULT_TOP_WINDOW_DAYS = 7
+INTENTS_KEPT = 8192
+"""Parsed questions kept: shoppers ask the same few phrasings about the best sellers."""
 
 
 class DecisionStatus(StrEnum):
@@ -92,12 +95,17 @@ class Decider:
         facts: FactsCache,
         resolver: ProductResolver,
         calibration: Calibration | None = None,
+        verdicts: VerdictCache | None = None,
     ) -> None:
         self.facts = facts
         self.resolver = resolver
         self.rankings = Rankings(facts.builder)
         self.calibration = calibration
         """Outcomes learnt so far (decide/calibration.py); None: answers carry none."""
+        self.verdicts = VerdictCache() if verdicts is None else verdicts
+        """Verdicts of unchanged sheets, so a popular product costs a lookup."""
+        self._parse = lru_cache(maxsize=INTENTS_KEPT)(parse_intent)
+        """`parse_intent` reads the question alone, so a question asked again is a lookup."""
 
     @property
     def store(self) -> MarketStore:
@@ -132,7 +140,7 @@ class Decider:
         self, question: str, sku: str | None, language: str | None, at_ms: int | None
     ) -> Decision:
         clock = _Clock()
-        intent = parse_intent(question)
+        intent = self._parse(question)
         if language in ("en", "zh") and language != intent.language:
             intent = replace(intent, language=language)  # type: ignore[arg-type]
         clock.lap("intent")
@@ -173,7 +181,7 @@ class Decider:
                 Decision(question, intent, DecisionStatus.UNKNOWN_PRODUCT, resolutions=resolutions),
                 clock,
             )
-        verdict = decide_verdict(sheet, intent.language, budget=intent.budget)
+        verdict = self.verdicts.verdict(sheet, intent.language, intent.budget)
         clock.lap("verdict")
         decision = Decision(
             question,
@@ -199,7 +207,7 @@ class Decider:
             sheet = self.facts.get(sku, at_ms)
             if sheet is not None:
                 judged.append(
-                    Judged(sheet, decide_verdict(sheet, intent.language, budget=intent.budget))
+                    Judged(sheet, self.verdicts.verdict(sheet, intent.language, intent.budget))
                 )
         clock.lap("facts")
         ranked = sorted(judged, key=_compare_key, reverse=True)

@@ -545,16 +545,21 @@ def _written(seconds: float, language: str) -> str:
     return f"{count}{zh}" if language == "zh" else f"{count} {one if count == 1 else many}"
 
 
-def _freshness(r: _Reasons, t: Thresholds) -> bool:
-    """Live data older than its category's objective: say how old. True when it is.
-
-    Only on a sheet from a store fed live (LIVE_KEY): the age of data loaded once says
-    nothing about whether it is current, and an as-of answer is old on purpose.
+def past_freshness_objective(sheet: FactSheet, t: Thresholds = DEFAULT_THRESHOLDS) -> bool:
+    """Whether the sheet's data is older than its category's objective, which the verdict
+    then says. Only on a sheet from a store fed live (LIVE_KEY): the age of data loaded
+    once says nothing about whether it is current, and an as-of answer is old on purpose.
     """
+    objective_s = t.freshness_objective_s(sheet.category)
+    return bool(sheet.extra.get(LIVE_KEY)) and sheet.data_age_ms > objective_s * 1000
+
+
+def _freshness(r: _Reasons, t: Thresholds) -> bool:
+    """Live data older than its category's objective: say how old. True when it is."""
     s = r.sheet
-    objective_s = t.freshness_objective_s(s.category)
-    if not s.extra.get(LIVE_KEY) or s.data_age_ms < 0 or s.data_age_ms <= objective_s * 1000:
+    if not past_freshness_objective(s, t):
         return False
+    objective_s = t.freshness_objective_s(s.category)
     age_s = s.data_age_ms / 1000
     over_s = max((step for step in _AGE_STEPS_S if step <= age_s), default=int(age_s))
     language = "zh" if r.language == "zh" else "en"

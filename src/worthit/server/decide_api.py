@@ -21,7 +21,7 @@ from worthit.explain.explainer import Delta
 from worthit.server.caller import request_priority, tenant_name
 from worthit.server.fields import Text
 from worthit.server.problems import ProblemError, problem_body
-from worthit.server.sse import sse_event, wants_event_stream
+from worthit.server.sse import FastJSONResponse, sse_event, wants_event_stream
 from worthit.server.state import StateDep
 from worthit.server.token_budget import TokenReservation, reserve_tokens
 
@@ -100,7 +100,7 @@ async def decide(
         async for event in events:
             if isinstance(event, Finished):
                 budget.settle(event.generated_tokens)
-                return JSONResponse(answer_payload(event))
+                return FastJSONResponse(answer_payload(event))
     finally:
         budget.settle(None)
     raise AssertionError("the answer flow ends with Finished")
@@ -109,7 +109,7 @@ async def decide(
 def _unanswered(decision: Decision, question: str) -> JSONResponse:
     """Ambiguous: the candidates (200); unknown or not understood: a problem naming why."""
     if decision.status is DecisionStatus.AMBIGUOUS:
-        return JSONResponse(
+        return FastJSONResponse(
             {"status": "ambiguous", "question": question,
              "candidates": candidates_payload(decision)}
         )  # fmt: skip

@@ -6,11 +6,12 @@ raise their typed errors with our message and one benchmark client measures all 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
+from worthit.server.sse import FastJSONResponse, json_text
 
 
 def error_response(
@@ -19,7 +20,7 @@ def error_response(
     """OpenAI's error shape; a 5xx says `x-should-retry: false` (the SDK would retry it late)."""
     headers = {"x-should-retry": "false"} if status >= 500 else None
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return FastJSONResponse(body, status_code=status, headers=headers)
 
 
 def openai_validation_error(exc: RequestValidationError) -> JSONResponse:
@@ -72,7 +73,7 @@ def chat_chunk(
         "choices": choices,
         **extra,
     }
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+    return f"data: {json_text(data)}\n\n"
 
 
 DONE_LINE = "data: [DONE]\n\n"

@@ -23,6 +23,7 @@ from worthit.engine.sequence import Priority
 from worthit.explain.explainer import Delta
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
+from worthit.server.sse import FastJSONResponse
 from worthit.server.state import ServiceState
 from worthit.server.token_budget import TokenReservation
 from worthit.text.sentences import last_sentence_end
@@ -67,7 +68,7 @@ async def worthit_chat(
     async for piece, final in pieces:
         text += piece
         extension = final or extension
-    return JSONResponse(
+    return FastJSONResponse(
         completion_object(
             completion_id, created, MODEL_ID, text, "stop", _usage(extension), extension
         )

@@ -1,0 +1,76 @@
+"""Verdicts kept for the sheets they were decided from, so that the same product asked
+about again costs a dictionary lookup instead of the rules.
+
+`decide_verdict` is pure in the sheet, the language and the budget, so a verdict holds
+for as long as everything it reads is unchanged, and the key names all of it: the
+sheet's `version` (a hash of every fact on it, the product's revision included), its
+`as_of` moment (the rules compare promotion starts with it, and the version leaves it
+out), the language and the budget. A new event or a rolled window changes the version,
+so nothing needs evicting: an old entry is simply never asked for again and ages out.
+
+The one thing a sheet's version does not fix is its data's age, which grows with every
+read. Age only counts on a live sheet past its freshness objective, where the verdict
+says how old the data is and is less sure (decide/rules.py); those verdicts are decided
+afresh every time and never kept. Within the objective, age changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from worthit.decide.rules import (
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    decide_verdict,
+    past_freshness_objective,
+)
+from worthit.decide.verdict import Verdict
+from worthit.facts.sheet import FactSheet
+
+DEFAULT_CAPACITY = 8192
+"""Verdicts kept: a few per product (two languages, the budgets shoppers name)."""
+
+_Key = tuple[str, str, str, str, float | None]
+
+
+class VerdictCache:
+    def __init__(
+        self, capacity: int = DEFAULT_CAPACITY, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    ) -> None:
+        self.capacity = capacity
+        self.thresholds = thresholds
+        self._entries: OrderedDict[_Key, Verdict] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self.uncacheable = 0
+        """Verdicts on live data past its objective: their text names the age."""
+
+    def verdict(self, sheet: FactSheet, language: str, budget: float | None = None) -> Verdict:
+        """What `decide_verdict(sheet, language, budget=budget)` returns, once per key."""
+        if not self._ageless(sheet):
+            with self._lock:
+                self.uncacheable += 1
+            return decide_verdict(sheet, language, self.thresholds, budget)
+        key = (sheet.sku, sheet.version, sheet.as_of, language, budget)
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return cached
+            self.misses += 1
+        verdict = decide_verdict(sheet, language, self.thresholds, budget)
+        with self._lock:
+            self._entries[key] = verdict
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+        return verdict
+
+    def _ageless(self, sheet: FactSheet) -> bool:
+        """Whether the data's age leaves the verdict alone (the rules' own test)."""
+        return not past_freshness_objective(sheet, self.thresholds)
+
+    def __len__(self) -> int:
+        return len(self._entries)
