@@ -5,17 +5,27 @@ The event bus evicts a product's sheet as soon as a commit changes it (`evict`),
 next answer rebuilds from the new data. A writer the bus does not see (`worthit import`,
 or `worthit simulate --live` in another process, on the same SQLite file) still bumps the
 revision, which every read checks with one primary-key lookup. A sheet is also rebuilt
-when it is older than `max_age_s`, since rolling windows move with time even when no
-input arrives.
+when it is older than its TTL (`max_age_s` ± 10 %, so sheets built together do not all
+expire together), since rolling windows move with time even when no input arrives.
+
+A hot product must not stampede the store: concurrent misses on one SKU share one build
+(single flight), and a reader may rebuild a sheet shortly before it expires (XFetch,
+Vattani et al. 2015) so the rebuild is one reader's, not everyone's after expiry.
+Lookups of products that do not exist (typos, scrapers) never reach the store: a Bloom
+filter of the known SKUs rejects most, and a short-lived negative entry the rest.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+
+from rbloom import Bloom
 
 from worthit.facts.builder import FactsBuilder, aged
 from worthit.facts.sheet import FactSheet
@@ -24,12 +34,45 @@ LIVE_KEY = "live"
 """`FactSheet.extra[LIVE_KEY]` is True on a sheet read from a store fed live: its
 `data_age_ms` is then held to the freshness objective (decide/rules.py)."""
 
+JITTER = 0.10
+"""Each entry's TTL is `max_age_s` times a factor drawn from [1 - JITTER, 1 + JITTER]."""
+
+
+def xfetch_probability(remaining_s: float, delta_s: float, beta: float = 1.0) -> float:
+    """The chance that one read refreshes an entry `remaining_s` before its expiry.
+
+    XFetch refreshes when `now - delta * beta * ln(U) >= expiry` for U uniform in (0, 1],
+    which happens with probability exp(-remaining / (delta * beta)): near zero while the
+    expiry is many build-times away, one at the expiry. A build that took no time never
+    needs to start early.
+    """
+    if remaining_s <= 0:
+        return 1.0
+    if delta_s <= 0 or beta <= 0:
+        return 0.0
+    return math.exp(-remaining_s / (delta_s * beta))
+
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
     sheet: FactSheet
     revision: int
     built_at: float
+    expires_at: float
+    delta: float
+
+
+class _Flight:
+    """One build in progress; readers that miss meanwhile wait for it instead of building."""
+
+    __slots__ = ("done", "sheet", "stale")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.sheet: FactSheet | None = None
+        self.stale = False
+        """An eviction arrived mid-build: the sheet may predate the commit, so it is
+        handed to the waiters (their reads began before it) but not kept."""
 
 
 class FactsCache:
@@ -40,6 +83,11 @@ class FactsCache:
         capacity: int = 4096,
         *,
         live: bool = False,
+        negative_ttl_s: float = 5.0,
+        bloom_refresh_s: float = 60.0,
+        beta: float = 1.0,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.builder = builder
         self.max_age_s = max_age_s
@@ -48,11 +96,26 @@ class FactsCache:
         """The store is fed live: sheets say so (LIVE_KEY), and old data counts against
         an answer. Off for a store loaded once (an import, the pinned test market), where
         the data's age says nothing about whether it is current."""
+        self.negative_ttl_s = negative_ttl_s
+        self.bloom_refresh_s = bloom_refresh_s
+        """A product added by a writer the bus does not see is missing from the filter;
+        a rejected lookup reloads the filter from the store at most this often."""
+        self.beta = beta
+        self._rng = rng or random.Random()
+        self._clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._negative: OrderedDict[str, float] = OrderedDict()
+        self._flights: dict[str, _Flight] = {}
         self._lock = threading.Lock()
+        self._bloom_reload = threading.Lock()
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self.negative_hits = 0
+        self.bloom_rejects = 0
+        self.coalesced = 0
+        self.early_refreshes = 0
+        self._bloom, self._bloom_at = self._load_bloom()
 
     def get(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
         """The sheet now; or as of `at_ms`, built afresh and never cached.
@@ -63,41 +126,131 @@ class FactsCache:
         """
         if at_ms is not None:
             return self.builder.build(sku, at_ms)
+        now = self._clock()
+        if not self._maybe_known(sku, now):
+            return None
         current = self.builder.store.revision(sku)
         if current is None:
+            with self._lock:
+                self._negative[sku] = now + self.negative_ttl_s
+                self._negative.move_to_end(sku)
+                while len(self._negative) > self.capacity:
+                    self._negative.popitem(last=False)
             return None
         revision = current[0]
-        now = time.monotonic()
         with self._lock:
             entry = self._entries.get(sku)
+            flight = self._flights.get(sku)
             if (
                 entry
                 and entry.revision == revision
-                and now - entry.built_at < self.max_age_s
+                and now < entry.expires_at
                 and entry.sheet.extra.get(LIVE_KEY, False) is self.live
             ):
-                self._entries.move_to_end(sku)
-                self.hits += 1
-                return aged(entry.sheet, int((now - entry.built_at) * 1000))
-            self.misses += 1
-        sheet = self.builder.build(sku)
-        if sheet is None:
-            return None
-        if self.live:
-            sheet = replace(sheet, extra={**sheet.extra, LIVE_KEY: True})
+                remaining = entry.expires_at - now
+                if flight is not None or self._rng.random() >= xfetch_probability(
+                    remaining, entry.delta, self.beta
+                ):
+                    self._entries.move_to_end(sku)
+                    self.hits += 1
+                    return aged(entry.sheet, int((now - entry.built_at) * 1000))
+                self.early_refreshes += 1
+            else:
+                self.misses += 1
+            if flight is None:
+                flight = self._flights[sku] = _Flight()
+                leader = True
+            else:
+                leader = False
+        return self._lead(flight, sku) if leader else self._await(flight, sku, revision)
+
+    def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:
-            self._entries[sku] = _Entry(sheet, sheet.revision, now)
-            self._entries.move_to_end(sku)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-        return sheet
+            if sku in self._bloom:
+                expires = self._negative.get(sku)
+                if expires is None:
+                    return True
+                if now < expires:
+                    self.negative_hits += 1
+                    return False
+                del self._negative[sku]
+                return True
+            stale_filter = now - self._bloom_at >= self.bloom_refresh_s
+        if stale_filter and self._bloom_reload.acquire(blocking=False):
+            try:
+                bloom, built_at = self._load_bloom()
+                with self._lock:
+                    self._bloom, self._bloom_at = bloom, built_at
+            finally:
+                self._bloom_reload.release()
+            return self._maybe_known(sku, now)
+        with self._lock:
+            self.bloom_rejects += 1
+        return False
+
+    def _load_bloom(self) -> tuple[Bloom, float]:
+        skus = [hit.sku for hit in self.builder.store.all_names()]
+        bloom = Bloom(max(4 * len(skus), 1024), 0.01)
+        bloom.update(skus)
+        return bloom, self._clock()
+
+    def _await(self, flight: _Flight, sku: str, revision: int) -> FactSheet | None:
+        flight.done.wait()
+        sheet = flight.sheet
+        if sheet is not None and sheet.revision >= revision:
+            with self._lock:
+                self.coalesced += 1
+            return sheet
+        return self._build(sku)[0]
+
+    def _lead(self, flight: _Flight, sku: str) -> FactSheet | None:
+        try:
+            sheet, started, delta = self._build(sku)
+            with self._lock:
+                current = self._entries.get(sku)
+                if (
+                    sheet is not None
+                    and not flight.stale
+                    and (current is None or current.revision <= sheet.revision)
+                ):
+                    ttl = self.max_age_s * (1 + self._rng.uniform(-JITTER, JITTER))
+                    self._entries[sku] = _Entry(
+                        sheet, sheet.revision, started, started + ttl, delta
+                    )
+                    self._entries.move_to_end(sku)
+                    while len(self._entries) > self.capacity:
+                        self._entries.popitem(last=False)
+                flight.sheet = sheet
+            return sheet
+        finally:
+            with self._lock:
+                if self._flights.get(sku) is flight:
+                    del self._flights[sku]
+            flight.done.set()
+
+    def _build(self, sku: str) -> tuple[FactSheet | None, float, float]:
+        started = self._clock()
+        sheet = self.builder.build(sku)
+        if sheet is not None and self.live:
+            sheet = replace(sheet, extra={**sheet.extra, LIVE_KEY: True})
+        return sheet, started, self._clock() - started
 
     def evict(self, skus: Iterable[str]) -> int:
         """Forget these products' sheets now (an event changed their facts); the next
-        read rebuilds them. Returns how many were cached."""
+        read rebuilds them. Returns how many were cached.
+
+        A SKU the filter has not seen is a product the event just added, so it becomes
+        known here, and any negative entry for it goes.
+        """
         dropped = 0
         with self._lock:
             for sku in skus:
+                if sku not in self._bloom:
+                    self._bloom.add(sku)
+                self._negative.pop(sku, None)
+                flight = self._flights.get(sku)
+                if flight is not None:
+                    flight.stale = True
                 if self._entries.pop(sku, None) is not None:
                     dropped += 1
             self.evictions += dropped
