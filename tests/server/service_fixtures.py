@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.server.app import create_app
 from worthit.server.settings import ServiceSettings
+from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
 
 from conftest import market_clock
 from engine_fakes import FakeRunner
@@ -61,3 +63,17 @@ def keyed_service(market_copy: Path) -> Iterator[LiveServer]:
     with LiveServer(app) as server:
         yield server
     engine.close()
+
+
+@contextmanager
+def serving(
+    market: Path, limits: TransportLimits = DEFAULT_LIMITS, **settings: Any
+) -> Iterator[LiveServer]:
+    """The service over `market` on the fake engine, with these settings, for one test."""
+    engine = fake_engine()
+    app = create_app(market_settings(market, **settings), engine=engine)
+    try:
+        with LiveServer(app, limits) as server:
+            yield server
+    finally:
+        engine.close()

@@ -6,38 +6,22 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from worthit.audit import AuditPaths, CheckpointPolicy, NoteVerifier, verify_inclusion
 from worthit.audit.checkpoint import Checkpoint
 from worthit.audit.proofs import verify_consistency
-from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
 
 from conftest import run_cli
-from live_server import LiveServer
-from service_fixtures import fake_engine, market_copy, market_settings
+from service_fixtures import market_copy, serving
 
 __all__ = ["market_copy"]
 
 QUESTION = "Is the Aurora NC700 worth buying?"
 FAST = CheckpointPolicy(every_leaves=1, every_s=0.05)
-
-
-@contextmanager
-def serving(market: Path, **settings: Any) -> Iterator[LiveServer]:
-    engine = fake_engine()
-    app = create_app(market_settings(market, audit_policy=FAST, **settings), engine=engine)
-    try:
-        with LiveServer(app) as server:
-            yield server
-    finally:
-        engine.close()
 
 
 def signed_checkpoint(base_url: str, market: Path, at_least: int) -> Checkpoint:
@@ -62,7 +46,7 @@ def b64(text: str) -> bytes:
 def test_every_answer_carries_a_receipt_its_proof_checks_against_a_signed_root(
     market_copy: Path,
 ) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         url = server.base_url
         answer = httpx.post(url + "/v1/decide", json={"question": QUESTION}, timeout=30).json()
         with httpx.stream(
@@ -111,7 +95,7 @@ def test_a_tenant_reads_only_its_own_leaves_and_proofs_need_no_key(market_copy: 
     tenants = TenantStore(market_copy)
     a = {"Authorization": f"Bearer {tenants.create('a', 'medium', rpm=100, tpm=10_000)[1]}"}
     b = {"Authorization": f"Bearer {tenants.create('b', 'medium', rpm=100, tpm=10_000)[1]}"}
-    with serving(market_copy) as server:
+    with serving(market_copy, audit_policy=FAST) as server:
         url = server.base_url
         answer = httpx.post(url + "/v1/decide", json={"question": QUESTION}, headers=a).json()
         index = answer["receipt"]["leaf_index"]
@@ -135,7 +119,7 @@ def test_a_tenant_reads_only_its_own_leaves_and_proofs_need_no_key(market_copy: 
 
 
 def test_a_receipt_verifies_offline_with_the_cli(market_copy: Path, tmp_path: Path) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         url = server.base_url
         answer = httpx.post(url + "/v1/decide", json={"question": QUESTION}, timeout=30).json()
         checkpoint = signed_checkpoint(url, market_copy, at_least=1)
@@ -161,7 +145,7 @@ def test_a_receipt_verifies_offline_with_the_cli(market_copy: Path, tmp_path: Pa
 
 
 def test_readyz_reports_the_log_and_what_a_crash_lost(market_copy: Path) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         httpx.post(server.base_url + "/v1/decide", json={"question": QUESTION}, timeout=30)
         signed_checkpoint(server.base_url, market_copy, at_least=1)
         audit = httpx.get(server.base_url + "/readyz").json()["audit"]

@@ -3,19 +3,15 @@ tenant that got the answer, and learnt from by the answers that follow."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from worthit.audit import CheckpointPolicy
-from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
 
-from live_server import LiveServer
-from service_fixtures import fake_engine, market_copy, market_settings
+from service_fixtures import market_copy, serving
 
 __all__ = ["market_copy"]
 
@@ -23,17 +19,6 @@ QUESTION = "Is the Aurora NC700 worth buying?"
 FAST = CheckpointPolicy(every_leaves=1, every_s=0.05)
 FOLLOWED = {"BUY": "bought", "WAIT": "waited", "SKIP": "returned"}
 """An outcome that is evidence for each verdict (decide/calibration.py)."""
-
-
-@contextmanager
-def serving(market: Path, **settings: Any) -> Iterator[LiveServer]:
-    engine = fake_engine()
-    app = create_app(market_settings(market, audit_policy=FAST, **settings), engine=engine)
-    try:
-        with LiveServer(app) as server:
-            yield server
-    finally:
-        engine.close()
 
 
 def ask(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -46,7 +31,7 @@ def ask(url: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
 def test_feedback_is_idempotent_per_request_id_and_answers_learn_from_it(
     market_copy: Path,
 ) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         url = server.base_url + "/v1/feedback"
         answer = ask(server.base_url)
         assert answer["calibrated_confidence"] == answer["confidence"]  # no evidence yet
@@ -81,7 +66,7 @@ def test_feedback_is_idempotent_per_request_id_and_answers_learn_from_it(
 def test_a_return_replaces_a_purchase_and_turns_a_success_into_a_failure(
     market_copy: Path,
 ) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         url = server.base_url + "/v1/feedback"
         answer = ask(server.base_url)
         bought = httpx.post(url, json={"request_id": answer["request_id"], "outcome": "bought"})
@@ -99,7 +84,7 @@ def test_feedback_is_scoped_to_the_tenant_that_got_the_answer(market_copy: Path)
     tenants = TenantStore(market_copy)
     a = {"Authorization": f"Bearer {tenants.create('a', 'medium', rpm=100, tpm=10_000)[1]}"}
     b = {"Authorization": f"Bearer {tenants.create('b', 'medium', rpm=100, tpm=10_000)[1]}"}
-    with serving(market_copy) as server:
+    with serving(market_copy, audit_policy=FAST) as server:
         url = server.base_url + "/v1/feedback"
         answer = ask(server.base_url, a)
         sent = {"request_id": answer["request_id"], "outcome": "dismissed"}
@@ -117,7 +102,7 @@ def test_feedback_is_scoped_to_the_tenant_that_got_the_answer(market_copy: Path)
 
 
 def test_bad_feedback_is_a_4xx_naming_the_field(market_copy: Path) -> None:
-    with serving(market_copy, auth=False) as server:
+    with serving(market_copy, audit_policy=FAST, auth=False) as server:
         url = server.base_url + "/v1/feedback"
         bad_outcome = httpx.post(url, json={"request_id": "x", "outcome": "loved"})
         no_id = httpx.post(url, json={"outcome": "bought"})

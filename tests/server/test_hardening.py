@@ -8,7 +8,6 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +19,12 @@ from worthit.server.tenants import TenantStore
 from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
 
 from live_server import LiveServer
-from service_fixtures import fake_engine, market_copy, market_settings
+from service_fixtures import market_copy, market_settings, serving
 
 __all__ = ["market_copy"]
 
 CHAT = "/v1/chat/completions"
 QUESTION = "Is the Aurora NC700 worth buying?"
-
-
-@contextmanager
-def serving(
-    market: Path, limits: TransportLimits = DEFAULT_LIMITS, **settings: Any
-) -> Iterator[LiveServer]:
-    engine = fake_engine()
-    app = create_app(market_settings(market, **settings), engine=engine)
-    try:
-        with LiveServer(app, limits) as server:
-            yield server
-    finally:
-        engine.close()
 
 
 def key_for(
