@@ -21,9 +21,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
 from worthit.answer.demand import LANGUAGES, LanguageMix, Wanted
 from worthit.answer.events import Event, Finished, VerdictReady
+from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.live import explain_live, needs_no_model, summary_explanation
 from worthit.answer.metrics import AnswerMetrics
+from worthit.answer.run_memo import RunMemo
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider, Decision, DecisionStatus
@@ -77,6 +79,8 @@ class Answerer:
         """Who asks in which language: the generator's demand order reads it."""
         self.wanted = Wanted()
         """Inputs a shopper missed in the store: the generator writes them first."""
+        self.runs = RunMemo(self.key)
+        self.digests = FactsDigests()
         self.restated = Wanted()
         """Products events changed: the generator rewrites the explanations of these it
         had written, next after shoppers' misses."""
@@ -167,8 +171,7 @@ class Answerer:
                 yield item
             return
         assert decision.sheet is not None and decision.verdict is not None
-        run = ExplanationRun(decision.sheet, decision.verdict)
-        key = self.key(run)
+        run, key = self.runs.run(decision.sheet, decision.verdict)
         stored = self.explanations.get(key) if self.explanations is not None else None
         if stored is not None:
             async for item in self._from_store(stored, run, decision.language):
@@ -234,7 +237,7 @@ class Answerer:
             request_id=finished.request_id,
             question=question,
             tenant=tenant,
-            facts=None if sheet is None else sheet.to_dict(),
+            facts_sha256=None if sheet is None else self.digests.digest(sheet),
             facts_version=None if sheet is None else sheet.version,
             verdict=None if verdict is None else verdict.kind.value,
             explanation=None if explanation is None else explanation.text,

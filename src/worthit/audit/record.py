@@ -79,6 +79,7 @@ class AuditRecord:
         question: str,
         tenant: str | None = None,
         facts: Mapping[str, Any] | None = None,
+        facts_sha256: str | None = None,
         facts_version: str | None = None,
         verdict: str | None = None,
         explanation: str | None = None,
@@ -92,8 +93,11 @@ class AuditRecord:
         wall_ms: int | None = None,
         monotonic_ns: int | None = None,
     ) -> AuditRecord:
-        """A record from the raw texts and the fact sheet's dict, hashed here; the clocks
-        are read now unless given."""
+        """A record from the raw texts and the fact sheet's dict, hashed here (or the
+        dict's `facts_sha256`, `sha256_hex(canonical_json(facts))`, when the caller has it);
+        the clocks are read now unless given."""
+        if facts is not None:
+            facts_sha256 = sha256_hex(canonical_json(facts))
         return cls(
             request_id=request_id,
             tenant=tenant,
@@ -101,7 +105,7 @@ class AuditRecord:
             monotonic_ns=time.monotonic_ns() if monotonic_ns is None else monotonic_ns,
             question_sha256=sha256_hex(question.encode()),
             facts_version=facts_version,
-            facts_sha256=None if facts is None else sha256_hex(canonical_json(facts)),
+            facts_sha256=facts_sha256,
             verdict=verdict,
             explanation_sha256=None if explanation is None else sha256_hex(explanation.encode()),
             explanation_source=explanation_source,

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from worthit.decide.verdict import Verdict
-from worthit.explain.guard import allowed_numbers, check_grounding
+from worthit.explain.guard import Grounds, allowed_numbers, check_grounding
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
 from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.prompt import answer_prefix, build_messages
@@ -61,21 +61,43 @@ class FallbackError(Exception):
         self.explanation = explanation
 
 
+@dataclass(frozen=True, slots=True)
+class RunBasis:
+    """What an explanation run derives from its sheet and verdict before any model text:
+    the inputs, the prompt, the answer's prefix and the numbers the guard allows. It is
+    fixed by the verdict and the sheet's version (data age aside), so a product asked
+    about again may reuse it instead of building it again (`answer.run_memo`)."""
+
+    inputs: ExplanationInputs
+    messages: list[dict[str, str]]
+    prefix: str
+    grounds: Grounds
+
+    @classmethod
+    def of(cls, sheet: FactSheet, verdict: Verdict) -> RunBasis:
+        inputs = ExplanationInputs.of(sheet.title, verdict)
+        return cls(
+            inputs, build_messages(inputs), answer_prefix(inputs), allowed_numbers(sheet, verdict)
+        )
+
+
 class ExplanationRun:
     """One explanation, driven piece by piece by whoever owns the model stream.
 
     The answer layer feeds it the engine's stream; the rules (prefix, guard, sentence
     limit, sanity checks, fallback) live here once. `feed` returns the text that is safe
-    to show, or raises FallbackError.
+    to show, or raises FallbackError. `basis` is the run's `RunBasis` when the caller has
+    it already (it must be this sheet's and verdict's).
     """
 
-    def __init__(self, sheet: FactSheet, verdict: Verdict) -> None:
+    def __init__(self, sheet: FactSheet, verdict: Verdict, basis: RunBasis | None = None) -> None:
         self.sheet = sheet
         self.verdict = verdict
-        self.inputs = ExplanationInputs.of(sheet.title, verdict)
-        self.messages = build_messages(self.inputs)
-        self.prefix = answer_prefix(self.inputs)
-        self._guard = GuardedStream(allowed_numbers(sheet, verdict))
+        self.basis = basis = basis or RunBasis.of(sheet, verdict)
+        self.inputs = basis.inputs
+        self.messages = basis.messages
+        self.prefix = basis.prefix
+        self._guard = GuardedStream(basis.grounds)
         self._pending = self._guard.feed(self.prefix)
         self._started = time.perf_counter()
         self._first_piece_ms: float | None = None

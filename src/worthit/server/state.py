@@ -55,7 +55,9 @@ class ServiceState:
         return self.store, self.answerer
 
 
-def service_state(request: Request) -> ServiceState:
+async def service_state(request: Request) -> ServiceState:
+    """Async, so FastAPI resolves it on the loop: a sync dependency costs every request a
+    trip through the thread pool."""
     state = request.app.state.service
     assert isinstance(state, ServiceState)
     return state
