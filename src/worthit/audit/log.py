@@ -83,6 +83,11 @@ DEFAULT_ORIGIN = "worthit.local/audit"
 DEFAULT_RESERVE = 16_384
 DEFAULT_MAX_BATCH = 8_192
 RETRY_S = 0.5
+GATHER_S = 0.005
+"""How long the writer lets leaves gather after the first before it writes them as one
+batch. Woken for every leaf, it would take the GIL from the thread answering shoppers
+once per answer; a leaf's receipt never waits for the disk, so this costs nothing but
+5 ms more before a leaf is durable."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +377,8 @@ class AuditLog(LogReader):
             item = self._queue.get(timeout=timeout)
         except queue.Empty:
             return batch, False
+        if item is not None:
+            time.sleep(GATHER_S)
         while item is not None:
             batch.append(item)
             if len(batch) >= self._max_batch:

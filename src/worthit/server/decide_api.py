@@ -6,12 +6,13 @@ the flow yields: as SSE (`verdict`, `token`…, `done`, or `error`) or as one JS
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from worthit.answer.events import Event, Finished, VerdictReady
@@ -21,7 +22,13 @@ from worthit.explain.explainer import Delta
 from worthit.server.caller import request_priority, tenant_name
 from worthit.server.fields import Text
 from worthit.server.problems import ProblemError, problem_body
-from worthit.server.sse import FastJSONResponse, sse_event, wants_event_stream
+from worthit.server.sse import (
+    EventStreamResponse,
+    FastJSONResponse,
+    LastEvent,
+    sse_event,
+    wants_event_stream,
+)
 from worthit.server.state import StateDep
 from worthit.server.token_budget import TokenReservation, reserve_tokens
 
@@ -58,7 +65,7 @@ async def decide(
     request: Request,
     state: StateDep,
     accept: Annotated[str | None, Header()] = None,
-) -> JSONResponse | StreamingResponse:
+) -> JSONResponse | EventStreamResponse:
     """Answer a shopper's question. `Accept: text/event-stream` streams SSE events
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
     store, answerer = state.market()
@@ -91,9 +98,8 @@ async def decide(
         return _unanswered(decision, body.question)
     request.state.server_timing = {"decide": first.timings_ms["to_verdict"]}
     if wants_event_stream(accept):
-        return StreamingResponse(
+        return EventStreamResponse(
             _stream(first, events, budget),
-            media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
     try:
@@ -140,6 +146,7 @@ async def _stream(
     verdict = verdict_payload(first.decision)
     verdict["timings_ms"] = first.timings_ms
     yield sse_event("verdict", verdict)
+    await asyncio.sleep(0)  # verdicts first: other shoppers' waiting ones go out before this text
     async with aclosing(events):
         try:
             async for event in events:
@@ -147,8 +154,8 @@ async def _stream(
                     yield sse_event("token", {"text": event.text})
                 elif isinstance(event, Finished):
                     budget.settle(event.generated_tokens)
-                    yield sse_event("done", done_payload(event))
+                    yield LastEvent(sse_event("done", done_payload(event)))
         except Exception as exc:  # the verdict is out: say what broke, do not cut the stream
-            yield sse_event("error", problem_body(500, "Explanation failed", str(exc)))
+            yield LastEvent(sse_event("error", problem_body(500, "Explanation failed", str(exc))))
         finally:
             budget.settle(None)
