@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -88,3 +91,55 @@ def redis_url() -> str:
         client.close()
     require_service(answers, f"no Redis answers at {url}")
     return url
+
+
+POSTGRES_URL_ENV = "WORTHIT_TEST_POSTGRES"
+DEFAULT_TEST_POSTGRES = "postgresql://postgres@127.0.0.1/test"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The real PostgreSQL the tests may use ($WORTHIT_TEST_POSTGRES, else the `test`
+    database on 127.0.0.1); each test works in a schema of its own (`postgres_schema`)."""
+    import psycopg
+
+    url = os.environ.get(POSTGRES_URL_ENV, DEFAULT_TEST_POSTGRES)
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+        answers = True
+    except psycopg.Error:
+        answers = False
+    require_service(answers, f"no PostgreSQL answers at {url}")
+    return url
+
+
+@contextmanager
+def postgres_schema(url: str) -> Iterator[str]:
+    """A new, empty schema; yields a URL whose connections see only it (search_path), so
+    tests never see each other's rows. Dropped after, with everything in it."""
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+        try:
+            sep = "&" if "?" in url else "?"
+            yield f"{url}{sep}options=-csearch_path%3D{schema}"
+        finally:
+            admin.execute("SET lock_timeout = '10s'")
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_market(postgres_url: str) -> Iterator[str]:
+    """A URL to an empty PostgreSQL schema of this test's own."""
+    with postgres_schema(postgres_url) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def market_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The store's tests run on both databases: a new SQLite file, or a new schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "m.db")
+    return str(request.getfixturevalue("pg_market"))

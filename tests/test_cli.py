@@ -190,12 +190,15 @@ def test_a_db_that_is_not_ours_is_a_clear_error(
 
 
 @pytest.mark.parametrize("args", [*MARKET_COMMANDS, ("keys", "list")])
-def test_a_db_url_is_refused_not_made_into_a_folder(tmp_path: Path, args: tuple[str, ...]) -> None:
+def test_an_unknown_db_url_is_refused_not_made_into_a_folder(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
     command = args[:2] if args[0] == "keys" else args[:1]
-    url = "postgresql://postgres@127.0.0.1/x"
+    url = "mysql://root@127.0.0.1/x"
     result = run_cli(*command, "--db", url, *args[len(command) :], stdin="", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "postgresql: URLs are not a store" in " ".join(result.stderr.split())
+    said = " ".join(result.stderr.split())
+    assert "mysql: URLs are not a store" in said and "postgresql:// URL" in said
     assert list(tmp_path.iterdir()) == []
 
 
@@ -284,3 +287,18 @@ def test_serve_refuses_a_market_another_server_is_logging(market: Path) -> None:
     assert result.returncode == 2
     assert "another process is writing the audit log" in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("moment", "why"),
+    [("9000-01-01", "is in the future"), ("2000-01-01T00:00:00Z", "before the market's first")],
+)
+@pytest.mark.parametrize("command", ["ask", "facts"])
+def test_as_of_refuses_what_the_api_refuses(
+    market: Path, command: str, moment: str, why: str
+) -> None:
+    args = ("ask", "--no-llm", "--sku", "S1", "?") if command == "ask" else ("facts", "S1")
+    result = run_cli(*args[:1], "--db", str(market), "--as-of", moment, *args[1:])
+    assert result.returncode == 2, result.stdout
+    said = " ".join(result.stderr.split())
+    assert "--as-of" in said and why in said

@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,11 @@ def price(ts: str, value: float, event_id: str | None = None, sku: str = "A") ->
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MarketStore:
-    return MarketStore(tmp_path / "m.db")
+def store(market_db: str) -> Iterator[MarketStore]:
+    """On SQLite and on PostgreSQL (a schema of the test's own)."""
+    store = MarketStore(market_db)
+    yield store
+    store.close()
 
 
 # -- what an event is -------------------------------------------------------------------
@@ -180,6 +184,50 @@ def test_one_bad_event_costs_only_itself(store: MarketStore) -> None:
     apply_events(store, [product("NOPE")])
     retry = apply_events(store, [price("2026-01-02T08:00:00Z", 11.0, "orphan", sku="NOPE")])
     assert retry.results[0].outcome is Outcome.APPLIED
+
+
+def _refuse_price(store: MarketStore, value: float | None) -> None:
+    """A constraint the database itself enforces: no price of `value` (None: lift it)."""
+    if store.path.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store.path, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER IF EXISTS refuse ON prices")
+            if value is not None:
+                conn.execute(
+                    "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    f" BEGIN IF NEW.price = {value} THEN RAISE check_violation; END IF;"
+                    " RETURN NEW; END $$"
+                )
+                conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON prices FOR EACH ROW "
+                             "EXECUTE FUNCTION refuse()")  # fmt: skip
+        return
+    conn = sqlite3.connect(store.path)
+    conn.execute("DROP TRIGGER IF EXISTS refuse")
+    if value is not None:
+        conn.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON prices WHEN NEW.price = {value} "
+                     "BEGIN SELECT RAISE(ABORT, 'refused'); END")  # fmt: skip
+    conn.close()
+
+
+def test_an_event_the_database_refuses_costs_only_itself(store: MarketStore) -> None:
+    """Refused by a constraint: its claim and its row are undone, its batch-mates land,
+    and once the database takes it a retry applies it."""
+    apply_events(store, [product()])
+    _refuse_price(store, 11.0)
+    batch = [price(f"2026-01-0{day}T08:00:00Z", 9.0 + day, f"p{day}") for day in (1, 2, 3)]
+    report = apply_events(store, batch)
+    assert [r.outcome for r in report.results] == [
+        Outcome.APPLIED,
+        Outcome.REJECTED,
+        Outcome.APPLIED,
+    ]
+    error = report.results[1].error
+    assert error is not None and (error.index, error.field) == (1, "(event)")
+    assert [p.price for p in store.prices("A")] == [10.0, 12.0]
+    _refuse_price(store, None)
+    assert apply_events(store, batch).count(Outcome.APPLIED) == 1
+    assert store.applied_event_count() == 4
 
 
 def test_a_batch_may_carry_a_product_after_its_series(store: MarketStore) -> None:

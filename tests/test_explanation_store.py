@@ -66,8 +66,8 @@ def test_the_model_identity_is_the_files_content_not_its_name(tmp_path: Path) ->
     assert model_identity(a).startswith("m.gguf@")
 
 
-def test_the_store_keeps_entries_across_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_the_store_keeps_entries_across_a_restart(market_db: str) -> None:
+    path = market_db
     store = SqliteExplanationStore(path)
     store.put(entry("k1"))
     store.put(entry("k2", text=None))
@@ -79,11 +79,13 @@ def test_the_store_keeps_entries_across_a_restart(tmp_path: Path) -> None:
     failed = again.get("k2")
     assert failed is not None and failed.failed
     assert again.get("nope") is None
+    assert again.text_bytes() == len(entry("k1").text.encode())  # type: ignore[union-attr]
+    again.close()
 
 
-def test_the_store_is_bounded_least_recently_used_out_first(tmp_path: Path) -> None:
+def test_the_store_is_bounded_least_recently_used_out_first(market_db: str) -> None:
     clock = Clock()
-    store = SqliteExplanationStore(tmp_path / "m.db", capacity=3, clock=clock)
+    store = SqliteExplanationStore(market_db, capacity=3, clock=clock)
     for key in ("a", "b", "c"):
         store.put(entry(key))
     assert store.get("a") is not None  # a is used again: b is now the oldest
@@ -91,17 +93,19 @@ def test_the_store_is_bounded_least_recently_used_out_first(tmp_path: Path) -> N
     store.put(entry("d"))
     assert len(store) == 3
     store.close()
-    reopened = SqliteExplanationStore(tmp_path / "m.db", capacity=3)
+    reopened = SqliteExplanationStore(market_db, capacity=3)
     assert {k for k in "abcd" if reopened.get(k) is not None} == {"a", "c", "d"}
+    reopened.close()
 
 
-def test_replacing_an_entry_keeps_the_count(tmp_path: Path) -> None:
-    store = SqliteExplanationStore(tmp_path / "m.db")
+def test_replacing_an_entry_keeps_the_count(market_db: str) -> None:
+    store = SqliteExplanationStore(market_db)
     store.put(entry("a", text=None))
     store.put(entry("a"))
     assert len(store) == 1 and store.get("a") == store.get("a")
     got = store.get("a")
     assert got is not None and not got.failed
+    store.close()
 
 
 def test_the_store_shares_the_market_file_without_touching_its_schema(tmp_path: Path) -> None:

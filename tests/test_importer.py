@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worthit.market.importer import import_lines, parse_line
-from worthit.market.records import Record, StockRecord
 from worthit.market.store import MarketStore
 
 GOOD = [
@@ -58,8 +57,11 @@ def lines(records: list[dict[str, object]]) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MarketStore:
-    return MarketStore(tmp_path / "m.db")
+def store(market_db: str) -> Iterator[MarketStore]:
+    """On SQLite and on PostgreSQL (a schema of the test's own)."""
+    store = MarketStore(market_db)
+    yield store
+    store.close()
 
 
 def test_every_record_type_imports(store: MarketStore) -> None:
@@ -125,25 +127,35 @@ def test_a_bad_line_is_reported_and_the_good_ones_still_land(
     assert report.written == len(GOOD)
 
 
-def test_a_line_the_store_rejects_costs_only_itself(
-    store: MarketStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Validation passed, then the write failed: its batch-mates must still land."""
-    apply_one = store.apply_one
-
-    def fail_on_stock(conn: sqlite3.Connection, record: Record) -> bool:
-        changed = apply_one(conn, record)
-        if isinstance(record, StockRecord):  # written, then refused: must leave no trace
-            raise sqlite3.IntegrityError("CHECK constraint failed: quantity")
-        return changed
-
-    monkeypatch.setattr(store, "apply_one", fail_on_stock)
+def test_a_line_the_store_rejects_costs_only_itself(store: MarketStore) -> None:
+    """Validation passed, then the database refused the write (a constraint of its own):
+    its batch-mates must still land, and it must leave no trace."""
+    refuse_stock(store, 12)
     report = import_lines(store, lines(GOOD))
     assert [(e.line, e.field) for e in report.errors] == [(3, "(line)")]
     assert "not stored" in report.errors[0].message
     assert report.written == len(GOOD) - 1
     assert store.latest_stock("S1") is None
     assert [p.price for p in store.prices("S1")] == [299.0]
+
+
+def refuse_stock(store: MarketStore, quantity: int) -> None:
+    if store.path.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store.path, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                f" IF NEW.quantity = {quantity} THEN RAISE check_violation; END IF;"
+                " RETURN NEW; END $$"
+            )
+            conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON stock FOR EACH ROW "
+                         "EXECUTE FUNCTION refuse()")  # fmt: skip
+        return
+    conn = sqlite3.connect(store.path)
+    conn.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON stock WHEN NEW.quantity = {quantity} "
+                 "BEGIN SELECT RAISE(ABORT, 'refused'); END")  # fmt: skip
+    conn.close()
 
 
 def test_blank_lines_are_skipped_but_counted(store: MarketStore) -> None:

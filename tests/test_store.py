@@ -1,17 +1,28 @@
-"""The SQLite store: idempotent writes, revisions, search, and migrations of an old schema."""
+"""The market store on SQLite and PostgreSQL: idempotent writes, revisions, search, and
+migrations of an old schema."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.market.migrations import LATEST_VERSION, MIGRATIONS, SchemaTooNewError, migrate
+from worthit.market.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    POSTGRES_MIGRATIONS,
+    SchemaTooNewError,
+    migrate,
+    schema_version,
+)
 from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord, StockRecord
 from worthit.market.store import MarketStore, UnknownSkuError
+
+from conftest import postgres_schema
 
 NC700 = ProductRecord(
     sku="S1",
@@ -27,11 +38,14 @@ def price(ts: str, value: float) -> PriceRecord:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MarketStore:
-    return MarketStore(tmp_path / "m.db")
+def store(market_db: str) -> Iterator[MarketStore]:
+    store = MarketStore(market_db)
+    yield store
+    store.close()
 
 
-def test_store_opens_in_wal_mode_at_the_latest_schema(store: MarketStore) -> None:
+def test_store_opens_in_wal_mode_at_the_latest_schema(tmp_path: Path) -> None:
+    store = MarketStore(tmp_path / "m.db")
     conn = sqlite3.connect(store.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
@@ -71,8 +85,35 @@ def test_a_product_added_through_another_store_is_known(store: MarketStore) -> N
     other = MarketStore(store.path)
     assert not store.has_sku("S1")
     other.apply([NC700])
+    other.close()
     store.apply([price("2026-01-01T08:00:00Z", 299.0)])
     assert len(store.prices("S1")) == 1
+
+
+def test_postgres_opens_at_the_latest_schema_once(pg_market: str) -> None:
+    """Its version is the `market` row of schema_components; a second open migrates
+    nothing, and the one migration there is reaches the same version as SQLite's chain."""
+    assert POSTGRES_MIGRATIONS[-1].version == LATEST_VERSION
+    first = MarketStore(pg_market)
+    second = MarketStore(pg_market)
+    conn = second._db.connection()
+    assert schema_version(conn) == LATEST_VERSION
+    assert migrate(conn) == []
+    first.close()
+    second.close()
+
+
+def test_a_postgres_schema_newer_than_this_worthit_is_refused(pg_market: str) -> None:
+    import psycopg
+
+    MarketStore(pg_market).close()
+
+    with psycopg.connect(pg_market, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE schema_components SET version = version + 1 WHERE component = 'market'"
+        )
+    with pytest.raises(SchemaTooNewError):
+        MarketStore(pg_market)
 
 
 def test_infinite_prices_are_refused() -> None:
@@ -163,3 +204,28 @@ def test_search_and_suggest_take_any_text(searchable: MarketStore, text: str) ->
     """Found by fuzzing the HTTP API: a NUL in the text broke the FTS5 query syntax."""
     searchable.search(text)
     searchable.suggest(text)
+
+
+@pytest.fixture(scope="module")
+def pg_searchable(postgres_url: str) -> Iterator[MarketStore]:
+    with postgres_schema(postgres_url) as url:
+        store = MarketStore(url)
+        store.apply([NC700])
+        yield store
+        store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=40))
+def test_search_and_suggest_take_any_text_on_postgres(
+    pg_searchable: MarketStore, text: str
+) -> None:
+    """PostgreSQL refuses a NUL in text, and `%`, `_` and `\\` mean something to ILIKE."""
+    pg_searchable.search(text)
+    pg_searchable.suggest(text)
+
+
+@pytest.mark.parametrize("text", ["100%", "a_b", "back\\slash"])
+def test_search_treats_like_wildcards_as_text(store: MarketStore, text: str) -> None:
+    store.apply([NC700])
+    assert store.search(text) == [] and store.suggest(text) == []

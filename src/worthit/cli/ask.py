@@ -14,10 +14,19 @@ from worthit.answer.events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.cli.engine_host import run_with_engine
 from worthit.cli.market import build_demo
-from worthit.cli.options import AsOfOption, DbOption, JsonOption, as_of_ms, db_path
+from worthit.cli.options import (
+    AsOfOption,
+    DbOption,
+    JsonOption,
+    as_of_ms,
+    db_exists,
+    market_db,
+    refuse_unanswerable,
+)
 from worthit.cli.progress import stderr
 from worthit.cli.render import print_timings, print_unresolved, print_verdict
-from worthit.decide.decider import DecisionStatus
+from worthit.decide.calibration import Calibration
+from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
@@ -25,6 +34,7 @@ from worthit.engine.runner import LlamaRunner
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
+from worthit.market.database import is_postgres
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import fixed_clock, iso, now_ms
 
@@ -73,7 +83,8 @@ def ask_command(
         engine = Engine(LlamaRunner(model_path, config), config)
         model_id = model_identity(model_path)
     try:
-        store = _open_or_build(db_path(db))
+        store = _open_or_build(market_db(db))
+        refuse_unanswerable(moment, store)
         if sku is not None and not store.has_sku(sku):
             stderr.print(f"[red]error:[/] unknown sku {sku!r}")
             raise typer.Exit(EXIT_UNKNOWN)
@@ -81,12 +92,15 @@ def ask_command(
         if engine is not None:
             engine.close()
         raise
+    # the server's calibration (Calibration.open); its feedback store is a SQLite file
+    calibration = None if is_postgres(store.path) else Calibration.open(store.path)
     answerer = Answerer(
         store,
         engine,
         clock=now_ms if moment is None else fixed_clock(moment),
         explanations=SqliteExplanationStore(store.path) if engine is not None else None,
         model=model_id,
+        calibration=calibration,
     )
     out = Console(highlight=False, soft_wrap=True)
 
@@ -110,7 +124,11 @@ def ask_command(
         assert finished is not None
         return finished
 
-    finished = run_with_engine(engine, answer, calibrate=deadline_ms is not None)
+    try:
+        finished = run_with_engine(engine, answer, calibrate=deadline_ms is not None)
+    finally:
+        if calibration is not None:
+            calibration.close()
     if answerer.explanations is not None:
         answerer.explanations.close()  # writes the hits' last use, which LRU order reads
     if as_json:
@@ -127,8 +145,8 @@ def ask_command(
         raise typer.Exit(EXIT_AMBIGUOUS)
 
 
-def _open_or_build(path: Path) -> MarketStore:
-    fresh = not path.exists()
+def _open_or_build(path: str | Path) -> MarketStore:
+    fresh = not db_exists(path)
     store = MarketStore(path)
     if fresh or store.count_products() == 0:
         stderr.print(f"no market at {path}: building the demo market first")
@@ -142,9 +160,21 @@ def _show_decision(out: Console, event: VerdictReady, moment: int | None) -> Non
         out.print(f"[dim]as of {iso(moment)}: from data stamped up to then[/]")
     if decision.status is DecisionStatus.ANSWERED:
         print_verdict(out, decision)
+        _show_calibrated(out, decision)
         out.print()
     else:
         print_unresolved(out, decision)
+
+
+def _show_calibrated(out: Console, decision: Decision) -> None:
+    """The calibrated confidence beside the rule's, as the API's `calibrated_confidence`."""
+    calibrated = decision.calibrated
+    if calibrated is not None:
+        out.print(
+            f"  [dim]calibrated confidence {calibrated.confidence:.2f} "
+            f"(from {calibrated.evidence} outcomes)[/]",
+            highlight=False,
+        )
 
 
 def _show_end(out: Console, finished: Finished) -> None:

@@ -32,7 +32,7 @@ from worthit.audit.note import NoteVerifier
 from worthit.audit.proofs import verify_consistency, verify_inclusion
 from worthit.audit.record import AuditRecord
 from worthit.audit.store import AuditPaths, LogReader
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, audit_paths, market_db
 from worthit.cli.progress import stderr
 from worthit.market.timeutil import date_to_ms, iso, to_ms
 
@@ -455,10 +455,10 @@ def _num(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f}"
 
 
-def _paths(db: Path | None, log: Path | None, key: Path | None) -> AuditPaths:
+def _paths(db: str | None, log: Path | None, key: Path | None) -> AuditPaths:
     if log is not None:
         return AuditPaths.of_log(log, key)
-    paths = AuditPaths.beside(db_path(db, create=False))
+    paths = audit_paths(market_db(db, create=False))
     return AuditPaths.of_log(paths.db, key) if key is not None else paths
 
 

@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import bar, stderr
 from worthit.decide.backtest import (
     DEFAULT_EVERY,
@@ -72,8 +72,8 @@ def backtest_command(
 ) -> None:
     """Replay the market: the verdict as of each decision day, a shopper who follows it,
     and the share of the clairvoyant saving that shopper captures."""
-    path = db_path(db, create=False)
-    if not path.exists():
+    path = market_db(db, create=False)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
     store = MarketStore(path)

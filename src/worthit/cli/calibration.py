@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worthit.cli.backtest import EveryOption, HorizonOption, SkusOption
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import bar, stderr
 from worthit.decide.backtest import DEFAULT_EVERY, DEFAULT_HORIZON, plan_replay
 from worthit.decide.calibration import (
@@ -52,8 +52,8 @@ def calibration_command(
     """Replay the backtest and read the feedback; print the rules' confidence against how
     often the advice was right (a reliability table), and the calibrated confidence per
     verdict and category."""
-    path = db_path(db, create=False)
-    if not path.exists():
+    path = market_db(db, create=False)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
     store = MarketStore(path)

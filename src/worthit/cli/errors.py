@@ -1,14 +1,15 @@
 """Mistakes a user can make that end in a message and exit code 2, never a traceback.
 
-Every command can be pointed at a file that is not a worthit database, a database from a
-newer worthit, or a model file that is missing or that llama.cpp cannot load; the message
-names what was wrong.
+Every command can be pointed at a file that is not a worthit database, a PostgreSQL that
+does not answer, a database from a newer worthit, or a model file that is missing or that
+llama.cpp cannot load; the message names what was wrong.
 """
 
 from __future__ import annotations
 
 import functools
 import sqlite3
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -32,10 +33,20 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
     def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
-        except sqlite3.DatabaseError as exc:
-            stderr.print(f"[red]error:[/] cannot use the --db database: {exc}")
         except (SchemaTooNewError, ModelNotFoundError, ModelLoadError) as exc:
             stderr.print(f"[red]error:[/] {exc}")
+        except Exception as exc:
+            if not _database_error(exc):
+                raise
+            stderr.print(f"[red]error:[/] cannot use the --db database: {exc}")
         raise typer.Exit(EXIT_USAGE)
 
     return guarded
+
+
+def _database_error(exc: Exception) -> bool:
+    """sqlite3's, or psycopg's once a PostgreSQL --db imported it (never imported here)."""
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, sqlite3.DatabaseError) or (
+        psycopg is not None and isinstance(exc, psycopg.Error)
+    )

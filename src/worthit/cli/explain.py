@@ -13,7 +13,7 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator, GeneratorStats
 from worthit.answer.generation import DEFAULT_TRIES
 from worthit.cli.engine_host import run_with_engine
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import bar, stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
@@ -53,8 +53,8 @@ def explain_command(
 ) -> None:
     """How much of the market's expected demand the explanation store covers; with
     --warm, have the model write what is missing, most-asked-for first."""
-    path = db_path(db, create=False)
-    if not path.exists():
+    path = market_db(db, create=False)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
     store = MarketStore(path)

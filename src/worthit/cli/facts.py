@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from worthit.cli.options import AsOfOption, DbOption, JsonOption, as_of_ms, db_path
+from worthit.cli.options import (
+    AsOfOption,
+    DbOption,
+    JsonOption,
+    as_of_ms,
+    db_exists,
+    market_db,
+    refuse_unanswerable,
+)
 from worthit.cli.progress import stderr
 from worthit.cli.render import facts_table
 from worthit.facts.builder import FactsBuilder
@@ -22,11 +30,14 @@ def facts_command(
     as_json: JsonOption = False,
 ) -> None:
     """Print one product's fact sheet as of now (or as of --as-of)."""
-    path = db_path(db, create=False)
-    if not path.exists():
+    path = market_db(db, create=False)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
-    sheet = FactsBuilder(MarketStore(path)).build(sku, at_ms=as_of_ms(as_of))
+    moment = as_of_ms(as_of)
+    store = MarketStore(path)
+    refuse_unanswerable(moment, store)
+    sheet = FactsBuilder(store).build(sku, at_ms=moment)
     if sheet is None:
         stderr.print(f"[red]error:[/] unknown sku {sku!r}")
         raise typer.Exit(3)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worthit.cli.errors import user_errors
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import stderr
 from worthit.server.tenants import (
     ID_HEX_CHARS,
@@ -55,7 +55,7 @@ def create_command(
     as_json: JsonOption = False,
 ) -> None:
     """Issue a key and print it once: only its hash is stored."""
-    store = TenantStore(db_path(db))
+    store = TenantStore(market_db(db))
     try:
         key_id, key = store.create(tenant, priority, rpm, tpm)
     except ValueError as error:
@@ -108,8 +108,8 @@ def revoke_command(
 
 
 def _store(db: DbOption) -> TenantStore:
-    path = db_path(db)
-    if not path.exists():
+    path = market_db(db)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path}")
         raise typer.Exit(2)
     return TenantStore(path)

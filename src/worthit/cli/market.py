@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, market_db, shown
 from worthit.cli.progress import bar, stderr
 from worthit.market.bus import EventBus
 from worthit.market.importer import import_lines
@@ -38,7 +38,7 @@ def import_command(
     if file != "-" and not Path(file).is_file():
         stderr.print(f"[red]error:[/] no such file: {file}")
         raise typer.Exit(2)
-    store = MarketStore(db_path(db))
+    store = MarketStore(market_db(db))
     total = None if file == "-" else _count_lines(Path(file))
     handle = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
     try:
@@ -123,7 +123,7 @@ def simulate_command(
         if not live:
             stderr.print("[red]error:[/] --redis publishes live events: give --live too")
             raise typer.Exit(2)
-    store = MarketStore(db_path(db))
+    store = MarketStore(market_db(db))
     if not live or store.count_products() == 0:
         print(_describe(build_demo(store, skus, days, seed, end_day)))
     if live and redis is not None:
@@ -138,7 +138,7 @@ def simulate_command(
             f"published to {redis_stream} ({publisher.retries} retried sends)"
         )
     elif live:
-        stderr.print(f"live: {rate:g} events a second into {store.path} (Ctrl-C stops)")
+        stderr.print(f"live: {rate:g} events a second into {shown(store.path)} (Ctrl-C stops)")
         started = time.monotonic()
         bus = EventBus(store)
         with contextlib.suppress(KeyboardInterrupt):

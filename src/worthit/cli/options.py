@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from worthit.decide.as_of import parse_as_of
+from worthit.audit.store import AuditPaths
+from worthit.decide.as_of import check_as_of, parse_as_of
+from worthit.market.database import POSTGRES_SCHEMES, is_postgres, url_scheme
+from worthit.market.store import MarketStore
+from worthit.market.timeutil import now_ms
 
 DB_ENV = "WORTHIT_DB"
 
@@ -20,11 +24,12 @@ def default_db() -> Path:
 
 
 DbOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--db",
         envvar=DB_ENV,
-        help="SQLite database of the market (default: $XDG_DATA_HOME/worthit/worthit.db).",
+        help="The market's database: a SQLite file (default: "
+        "$XDG_DATA_HOME/worthit/worthit.db) or a postgresql:// URL.",
         show_default=False,
     ),
 ]
@@ -32,26 +37,85 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object for machines.")]
 
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
-"""A URL's scheme (two characters at least, so a Windows drive is still a path). A Path
-folds "postgresql://host/db" into "postgresql:/host/db", so one slash is enough."""
-
-
-def db_path(db: Path | None, create: bool = True) -> Path:
-    """The database path; its folder is made only for commands that may create the file.
+def db_path(db: str | Path | None, create: bool = True) -> Path:
+    """The SQLite file's path; its folder is made only for commands that may create it.
 
     A URL is refused, not taken as a relative path: `--db postgresql://…` used to create a
-    SQLite file under a folder named `postgresql:`."""
-    if db is not None and _URL.match(str(db)):
-        scheme = str(db).split(":", 1)[0]
+    SQLite file under a folder named `postgresql:`. Commands that take a PostgreSQL URL
+    too call :func:`market_db`."""
+    scheme = url_scheme(db) if db is not None else None
+    if scheme is not None:
+        known = " or a postgresql:// URL" if scheme not in POSTGRES_SCHEMES else ""
         raise typer.BadParameter(
-            f"{scheme}: URLs are not a store worthit can use; give the path of a SQLite file",
+            f"{scheme}: URLs are not a store this command can use; give the path of a "
+            f"SQLite file{known}",
             param_hint="--db",
         )
-    path = db or default_db()
+    path = Path(db) if db is not None else default_db()
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def market_db(db: str | Path | None, create: bool = True) -> str | Path:
+    """The market's database: a ``postgresql://`` URL as given (its stores open the same
+    tables there), else the SQLite file's path (:func:`db_path`)."""
+    if db is not None and is_postgres(db):
+        from psycopg.conninfo import conninfo_to_dict
+
+        url = str(db)
+        try:
+            conninfo_to_dict(url)
+        except Exception as exc:  # psycopg says ProgrammingError for a malformed URL
+            raise typer.BadParameter(f"not a PostgreSQL URL: {exc}", param_hint="--db") from None
+        return url
+    return db_path(db, create)
+
+
+def shown(target: str | Path) -> str:
+    """The database as a message names it: a URL without its password."""
+    if isinstance(target, Path):
+        return str(target)
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
+    netloc += f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def db_exists(target: str | Path) -> bool:
+    """Whether there is a market to read: a file that exists, or any PostgreSQL URL (its
+    database is made when missing, and then holds no products)."""
+    return isinstance(target, str) or target.exists()
+
+
+def audit_paths(target: str | Path, audit_db: Path | None = None) -> AuditPaths:
+    """Where the audit log is: `audit_db` when given, beside a SQLite market file, and for
+    a PostgreSQL market a file named for its database in worthit's data folder
+    (``$XDG_DATA_HOME/worthit/<dbname>.audit.db``): the log stays SQLite, on local disk."""
+    if audit_db is not None:
+        return AuditPaths.of_log(audit_db)
+    if isinstance(target, Path):
+        return AuditPaths.beside(target)
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(target)
+    name = str(params.get("dbname") or params.get("user") or "postgres")
+    folder = default_db().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return AuditPaths.of_log(folder / f"{name}.audit.db")
+
+
+AuditDbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--audit-db",
+        help="The audit log's SQLite file (default: beside a SQLite --db; for a PostgreSQL "
+        "--db, $XDG_DATA_HOME/worthit/<dbname>.audit.db).",
+        show_default=False,
+    ),
+]
 
 
 AsOfOption = Annotated[
@@ -75,5 +139,20 @@ def as_of_ms(text: str | None) -> int | None:
         return None
     try:
         return parse_as_of(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--as-of") from None
+
+
+def refuse_unanswerable(moment: int | None, store: MarketStore) -> None:
+    """Refuse an --as-of moment the API's `as_of` refuses (`decide.as_of.check_as_of`, the
+    one definition): one still to come, or one before the market's first price.
+
+    Raises typer.BadParameter naming the option.
+    """
+    if moment is None:
+        return
+    span = store.price_span()
+    try:
+        check_as_of(moment, now_ms(), None if span is None else span[0])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--as-of") from None

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worthit.cli.errors import user_errors
-from worthit.cli.options import DbOption, JsonOption, db_path
+from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import stderr
 from worthit.market.sources import SourceExistsError, SourceNotFoundError, SourceStore
 
@@ -36,7 +36,7 @@ NameArgument = Annotated[
 @user_errors
 def add_command(name: NameArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Register a source and print its new secret (whsec_…) for the sender to sign with."""
-    store = SourceStore(db_path(db))
+    store = SourceStore(market_db(db))
     try:
         secret = store.add(name)
     except ValueError as error:  # a bad name, or SourceExistsError
@@ -87,8 +87,8 @@ def remove_command(name: NameArgument, db: DbOption = None) -> None:
 
 
 def _store(db: DbOption) -> SourceStore:
-    path = db_path(db)
-    if not path.exists():
+    path = market_db(db)
+    if not db_exists(path):
         stderr.print(f"[red]error:[/] no database at {path}")
         raise typer.Exit(2)
     return SourceStore(path)

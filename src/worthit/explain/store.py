@@ -10,14 +10,13 @@ interface another backend (Redis, when several processes share the store) implem
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from worthit.market.database import Database
+from worthit.market.database import Connection, open_database
 from worthit.market.migrations import Migration, migrate_component
 from worthit.market.timeutil import Clock, now_ms
 
@@ -88,6 +87,11 @@ class ExplanationStore(Protocol):
 _COLUMNS = (
     "key, text, model, sku, language, verdict, generated_at, method, tries, sampling, last_used"
 )
+_REPLACE = "ON CONFLICT (key) DO UPDATE SET " + ", ".join(
+    f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[1:]
+)
+"""SQLite's INSERT OR REPLACE, said the way PostgreSQL understands too."""
+_BYTES = {"sqlite": "LENGTH(CAST(text AS BLOB))", "postgresql": "octet_length(text)"}
 
 
 class SqliteExplanationStore:
@@ -98,7 +102,9 @@ class SqliteExplanationStore:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
         self._clock = clock
-        self._db = Database(path, lambda conn: migrate_component(conn, "explanations", MIGRATIONS))
+        self._db = open_database(
+            path, lambda conn: migrate_component(conn, "explanations", MIGRATIONS)
+        )
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, StoredExplanation] = OrderedDict()
         self._touched: dict[str, int] = {}
@@ -138,8 +144,8 @@ class SqliteExplanationStore:
             existed = conn.execute("SELECT 1 FROM explanations WHERE key = ?", (entry.key,))
             new = existed.fetchone() is None
             conn.execute(
-                f"INSERT OR REPLACE INTO explanations ({_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO explanations ({_COLUMNS}) "
+                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {_REPLACE}",
                 (entry.key, entry.text, entry.model, entry.sku, entry.language, entry.verdict,
                  entry.generated_at_ms, entry.method, entry.tries, entry.sampling,
                  entry.last_used_ms),
@@ -167,7 +173,7 @@ class SqliteExplanationStore:
 
     def text_bytes(self) -> int:
         row = self._db.connection().execute(
-            "SELECT SUM(LENGTH(CAST(text AS BLOB))) FROM explanations"
+            f"SELECT SUM({_BYTES[self._db.dialect]}) FROM explanations"
         )
         return int(row.fetchone()[0] or 0)
 
@@ -175,7 +181,7 @@ class SqliteExplanationStore:
         self.flush()
         self._db.close()
 
-    def _evict(self, conn: sqlite3.Connection, n: int) -> None:
+    def _evict(self, conn: Connection, n: int) -> None:
         conn.execute(
             "DELETE FROM explanations WHERE key IN "
             "(SELECT key FROM explanations ORDER BY last_used LIMIT ?)",

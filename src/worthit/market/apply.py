@@ -1,8 +1,13 @@
 """The one apply path: every event, whatever brought it, reaches the store through here.
 
-A batch is one transaction, so a thousand events pay one commit. Each event runs under its
-own savepoint: its id is claimed in `applied_events` and its record upserted, or neither,
-so one bad event costs only itself and a redelivered one finds its id and changes nothing.
+A batch is one transaction, so a thousand events pay one commit. Its id is claimed in
+`applied_events` and its record upserted, or neither, so one bad event costs only itself
+and a redelivered one finds its id and changes nothing. A series event for an unknown
+product is refused before it touches the database; the database refusing one (a constraint,
+a value it cannot hold) is rare, so a batch first runs without savepoints: its products'
+claims, their effects, then the series' claims and effects, each step pipelined (one round
+trip on PostgreSQL, however many events). Only when the database refuses an event is the
+batch run again, one event at a time under a savepoint each, so that event alone fails.
 The revision bump is a trigger on the same rows (migrations.py), so the facts version
 moves in the same commit as the data it describes.
 
@@ -13,28 +18,30 @@ within a batch, so a batch may carry a new product and its prices in any order; 
 series event for a product the store has never seen is rejected (field `sku`), and its
 retry lands once the product has. Two events with the same key but different values
 (a correction) are the one case where order counts: the later-applied one wins.
+
+On PostgreSQL several processes apply at once. A claim is an `ON CONFLICT DO NOTHING`
+insert: a second writer of the same id waits for the first one's commit, then finds the
+row and reports a duplicate (or, if the first rolled back, claims it). The revision bump
+is a row update under the product's row lock. Two batches that lock the same products in
+opposite orders deadlock; PostgreSQL rolls one back and `MarketStore.write` runs that
+whole batch again, so no event is applied twice or lost. Series events are applied in
+sku order, which makes such deadlocks rarer.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from worthit.market.database import Connection
 from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
-from worthit.market.store import MarketStore, UnknownSkuError
+from worthit.market.store import MarketStore
 from worthit.market.timeutil import Clock, now_ms
 
-_EVENT_ERRORS = (
-    sqlite3.IntegrityError,
-    sqlite3.DataError,
-    sqlite3.InterfaceError,
-    OverflowError,
-    RecursionError,
-    ValueError,
-)
-"""What one event can cause; a full disk or a lock (OperationalError) fails the batch."""
+_EVENT_ERRORS = (OverflowError, RecursionError, ValueError)
+"""What one event can cause, with the database's row errors (`Errors.row`); a full disk
+or a lock (`Errors.unavailable`) fails the batch."""
 
 
 class Outcome(StrEnum):
@@ -75,40 +82,83 @@ rating or promotion, so they are no reason to rewrite a product's explanations."
 
 
 def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now_ms) -> BatchReport:
-    """Apply `events` in one transaction; raises only when the whole batch failed
-    (sqlite3.OperationalError: the database is locked, full or gone), and then none of
+    """Apply `events` in one transaction; raises only when the whole batch failed (one of
+    `store.errors.unavailable`: the database is locked, full or gone), and then none of
     it is applied."""
-    results: list[EventResult | None] = [None] * len(events)
-    changed_skus: set[str] = set()
-    restated_skus: set[str] = set()
     applied_ms = clock()
-    products_first = sorted(
-        range(len(events)), key=lambda i: not isinstance(events[i], ProductEvent)
+    order = sorted(
+        range(len(events)),
+        key=lambda i: (not isinstance(events[i], ProductEvent), events[i].sku),
     )
-    with store.transaction() as conn:
-        for index in products_first:
+    errors: tuple[type[Exception], ...] = (*store.errors.row, *_EVENT_ERRORS)
+
+    def batch(conn: Connection, guarded: bool) -> BatchReport:
+        results: list[EventResult | None] = [None] * len(events)
+        changed_skus: set[str] = set()
+        restated_skus: set[str] = set()
+
+        def known(index: int) -> bool:
+            """A series event's product exists (or came first in this batch)."""
             event = events[index]
-            try:
-                with store.savepoint():
-                    if not store.claim_event(conn, event.event_id, event.source, applied_ms):
-                        results[index] = EventResult(event.event_id, Outcome.DUPLICATE)
-                        continue
-                    changed = store.apply_one(conn, event)
-            except _EVENT_ERRORS as exc:
-                if not conn.in_transaction:  # SQLite gave up the whole transaction
-                    raise
-                where = "sku" if isinstance(exc, UnknownSkuError) else "(event)"
-                message = (
-                    f"unknown sku {event.sku!r}: send its product event first"
-                    if where == "sku"
-                    else f"not stored: {exc}"
-                )
-                error = EventError(index, where, message, event.event_id)
-                results[index] = EventResult(event.event_id, Outcome.REJECTED, error=error)
-                continue
+            if isinstance(event, ProductEvent) or store.has_sku(event.sku):
+                return True
+            message = f"unknown sku {event.sku!r}: send its product event first"
+            error = EventError(index, "sku", message, event.event_id)
+            results[index] = EventResult(event.event_id, Outcome.REJECTED, error=error)
+            return False
+
+        def applied(index: int, changed: bool) -> None:
+            event = events[index]
             results[index] = EventResult(event.event_id, Outcome.APPLIED, changed)
             if changed:
                 changed_skus.add(event.sku)
                 if not isinstance(event, COUNTS):
                     restated_skus.add(event.sku)
-    return BatchReport([r for r in results if r is not None], changed_skus, restated_skus)
+
+        if not guarded:  # claims, then effects: two round trips a group on PostgreSQL
+            products = [i for i in order if isinstance(events[i], ProductEvent)]
+            series = [i for i in order if not isinstance(events[i], ProductEvent)]
+            for group in (products, series):
+                live = [index for index in group if known(index)]
+                try:
+                    claims = [(events[i].event_id, events[i].source) for i in live]
+                    claimed = store.claim_events(conn, claims, applied_ms)
+                    new = [i for i, fresh in zip(live, claimed, strict=True) if fresh]
+                    changed = store.apply_records(conn, [events[i] for i in new])
+                except errors as exc:
+                    raise _RowError from exc
+                for index, fresh in zip(live, claimed, strict=True):
+                    if not fresh:
+                        results[index] = EventResult(events[index].event_id, Outcome.DUPLICATE)
+                for index, moved in zip(new, changed, strict=True):
+                    applied(index, moved)
+            return BatchReport([r for r in results if r is not None], changed_skus, restated_skus)
+
+        for index in order:
+            event = events[index]
+            if not known(index):
+                continue
+            try:
+                with store.savepoint():
+                    if not store.claim_event(conn, event.event_id, event.source, applied_ms):
+                        results[index] = EventResult(event.event_id, Outcome.DUPLICATE)
+                        continue
+                    changed_one = store.apply_one(conn, event)
+            except errors as exc:
+                if not conn.in_transaction:  # the database gave up the whole transaction
+                    raise
+                error = EventError(index, "(event)", f"not stored: {exc}", event.event_id)
+                results[index] = EventResult(event.event_id, Outcome.REJECTED, error=error)
+                continue
+            applied(index, changed_one)
+        return BatchReport([r for r in results if r is not None], changed_skus, restated_skus)
+
+    try:
+        return store.write(lambda conn: batch(conn, guarded=False))
+    except _RowError:
+        return store.write(lambda conn: batch(conn, guarded=True))
+
+
+class _RowError(Exception):
+    """An event the database refused, in a batch run without savepoints: run it again
+    with one per event, so that event alone is rejected."""

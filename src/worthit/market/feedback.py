@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from worthit.market.database import Database
+from worthit.market.database import open_database
 from worthit.market.migrations import Migration, migrate_component
 
 Outcome = Literal["bought", "waited", "dismissed", "returned"]
@@ -115,11 +115,11 @@ class BacktestTally:
 
 
 class FeedbackStore:
-    """Feedback and backtest evidence in the SQLite file at `path` (its own tables)."""
+    """Feedback and backtest evidence in the database at `path` (its own tables)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._db = Database(path, lambda conn: migrate_component(conn, "feedback", MIGRATIONS))
+        self._db = open_database(path, lambda conn: migrate_component(conn, "feedback", MIGRATIONS))
 
     def get(self, tenant: str | None, request_id: str) -> Feedback | None:
         row = (
@@ -175,7 +175,8 @@ class FeedbackStore:
             conn.execute("DELETE FROM backtest_evidence")
             conn.executemany(
                 "INSERT INTO backtest_evidence (verdict, category, confidence, success, n) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET n = n + excluded.n",
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (verdict, category, confidence, success) "
+                "DO UPDATE SET n = backtest_evidence.n + excluded.n",
                 [(t.verdict, t.category, t.confidence, int(t.success), t.n) for t in tallies],
             )
 

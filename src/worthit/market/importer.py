@@ -2,31 +2,27 @@
 
 Lines are validated one by one and written in batches, one transaction per batch,
 so a million-line file neither holds one giant transaction nor pays a commit per line.
-Each line is written under its own savepoint: a line the store rejects after validation
-passed is reported like any bad line and costs only itself, not its batch.
+A line the store rejects after validation passed is reported like any bad line and costs
+only itself, not its batch: that batch is written again with a savepoint per line (only
+then, as each costs two round trips on PostgreSQL).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from worthit.market.database import Connection
 from worthit.market.records import RECORD_TYPES, ProductRecord, Record
 from worthit.market.store import MarketStore
 
 BATCH_LINES = 2000
-_LINE_ERRORS = (
-    sqlite3.IntegrityError,
-    sqlite3.DataError,
-    sqlite3.InterfaceError,
-    OverflowError,
-    ValueError,  # UnknownSkuError too
-)
-"""What one line can cause; a full disk or a lock (OperationalError) stops the import."""
+_LINE_ERRORS = (OverflowError, ValueError)  # UnknownSkuError too
+"""What one line can cause, with the database's row errors (`Errors.row`); a full disk or
+a lock (`Errors.unavailable`) stops the import."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,18 +108,44 @@ def import_lines(
 def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportReport) -> None:
     if not batch:
         return
-    with store.transaction() as conn:
+    errors: tuple[type[Exception], ...] = (*store.errors.row, *_LINE_ERRORS)
+
+    def write(conn: Connection, guarded: bool) -> ImportReport:
+        """This batch's counts alone, so a run again after a deadlock counts once."""
+        part = ImportReport()
+        if not guarded:  # one pipelined round trip for the batch on PostgreSQL
+            try:
+                changed = store.apply_records(conn, [record for _, record in batch])
+            except errors as exc:
+                raise _LineRefusedError from exc
+            part.written = sum(changed)
+            part.unchanged = len(changed) - part.written
+            return part
         for line_no, record in batch:
             try:
                 with store.savepoint():
-                    changed = store.apply_one(conn, record)
-            except _LINE_ERRORS as exc:
-                if not conn.in_transaction:  # SQLite gave up the whole transaction
+                    written = store.apply_one(conn, record)
+            except errors as exc:
+                if not conn.in_transaction:  # the database gave up the whole transaction
                     raise
-                report.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
+                part.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
                 continue
-            if changed:
-                report.written += 1
+            if written:
+                part.written += 1
             else:
-                report.unchanged += 1
+                part.unchanged += 1
+        return part
+
+    try:
+        part = store.write(lambda conn: write(conn, guarded=False))
+    except _LineRefusedError:
+        part = store.write(lambda conn: write(conn, guarded=True))
+    report.written += part.written
+    report.unchanged += part.unchanged
+    report.errors.extend(part.errors)
     batch.clear()
+
+
+class _LineRefusedError(Exception):
+    """A line the database refused in a batch run without savepoints: the batch runs
+    again with one per line, so that line alone is reported."""

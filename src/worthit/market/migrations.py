@@ -1,15 +1,23 @@
-"""Versioned schema migrations for the embedded SQLite store.
+"""Versioned schema migrations, for SQLite and PostgreSQL.
 
-`PRAGMA user_version` holds the schema version; each migration runs once, in order,
-inside one transaction, so a store opened by a newer worthit is upgraded in place
-and a half-applied migration never persists.
+On SQLite `PRAGMA user_version` holds the market's schema version; each migration runs
+once, in order, inside one transaction, so a store opened by a newer worthit is upgraded
+in place and a half-applied migration never persists. PostgreSQL has no user_version:
+there the market's version is the `market` row of `schema_components`, like every other
+component's, and the market starts at its latest schema in one migration
+(`POSTGRES_MIGRATIONS`: no PostgreSQL store predates it). Its migrations run under an
+advisory lock, so several processes opening one database at once migrate it once.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from worthit.market.database import Connection, is_sqlite
 
 
 @dataclass(frozen=True)
@@ -17,6 +25,8 @@ class Migration:
     version: int
     name: str
     sql: str
+    postgres: str | None = None
+    """The PostgreSQL text where the dialects differ; None: `sql` runs on both."""
 
 
 _V1_BASE = """
@@ -195,17 +205,130 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 LATEST_VERSION = MIGRATIONS[-1].version
 
+# The market on PostgreSQL: the tables, indexes and revision triggers of SQLite's v5, in
+# PostgreSQL's types (64-bit times, double precision prices, byte-order "C" text as SQLite
+# compares it). Search reads `products` itself (store.py), so there is no FTS table.
+_PG_OBSERVED = ("prices", "stock", "reviews")
+_PG_MARKET = """
+CREATE TABLE products (
+    sku           TEXT COLLATE "C" PRIMARY KEY,
+    title         TEXT COLLATE "C" NOT NULL,
+    brand         TEXT COLLATE "C" NOT NULL DEFAULT '',
+    category      TEXT COLLATE "C" NOT NULL DEFAULT '',
+    attributes    TEXT NOT NULL DEFAULT '{}',
+    aliases       TEXT NOT NULL DEFAULT '[]',
+    revision      BIGINT NOT NULL DEFAULT 0,
+    last_input_ms BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX products_category ON products(category);
+
+CREATE TABLE prices (
+    sku        TEXT COLLATE "C" NOT NULL REFERENCES products(sku),
+    ts         BIGINT NOT NULL,
+    price      DOUBLE PRECISION NOT NULL,
+    currency   TEXT NOT NULL,
+    list_price DOUBLE PRECISION,
+    PRIMARY KEY (sku, ts)
+);
+
+CREATE TABLE stock (
+    sku      TEXT COLLATE "C" NOT NULL REFERENCES products(sku),
+    ts       BIGINT NOT NULL,
+    quantity BIGINT NOT NULL,
+    PRIMARY KEY (sku, ts)
+);
+
+CREATE TABLE reviews (
+    sku       TEXT COLLATE "C" NOT NULL REFERENCES products(sku),
+    review_id TEXT COLLATE "C" NOT NULL,
+    ts        BIGINT NOT NULL,
+    rating    INTEGER NOT NULL CHECK (rating BETWEEN 1 AND 5),
+    text      TEXT NOT NULL DEFAULT '',
+    verified  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sku, review_id)
+);
+CREATE INDEX reviews_sku_ts ON reviews(sku, ts);
+CREATE INDEX reviews_ts_covering ON reviews(ts, sku, rating);
+
+CREATE TABLE promotions (
+    sku         TEXT COLLATE "C" NOT NULL REFERENCES products(sku),
+    name        TEXT COLLATE "C" NOT NULL,
+    starts      BIGINT NOT NULL,
+    ends        BIGINT NOT NULL,
+    kind        TEXT NOT NULL DEFAULT 'price'
+                CHECK (kind IN ('price', 'percent', 'threshold', 'coupon')),
+    price       DOUBLE PRECISION,
+    percent_off DOUBLE PRECISION,
+    threshold   DOUBLE PRECISION,
+    save        DOUBLE PRECISION,
+    min_spend   DOUBLE PRECISION,
+    PRIMARY KEY (sku, name, starts)
+);
+CREATE INDEX promotions_sku_ends ON promotions(sku, ends);
+
+CREATE TABLE sales (
+    sku   TEXT COLLATE "C" NOT NULL REFERENCES products(sku),
+    day   TEXT COLLATE "C" NOT NULL,
+    units BIGINT NOT NULL,
+    PRIMARY KEY (sku, day)
+);
+CREATE INDEX sales_day_covering ON sales(day, sku, units);
+
+CREATE TABLE applied_events (
+    event_id   TEXT COLLATE "C" PRIMARY KEY,
+    source     TEXT NOT NULL,
+    applied_ms BIGINT NOT NULL
+);
+
+CREATE FUNCTION worthit_bump_observed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        UPDATE products SET revision = revision + 1 WHERE sku = OLD.sku;
+        RETURN OLD;
+    END IF;
+    UPDATE products SET revision = revision + 1,
+        last_input_ms = greatest(last_input_ms, NEW.ts)
+    WHERE sku = NEW.sku;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION worthit_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        UPDATE products SET revision = revision + 1 WHERE sku = OLD.sku;
+        RETURN OLD;
+    END IF;
+    UPDATE products SET revision = revision + 1 WHERE sku = NEW.sku;
+    RETURN NEW;
+END $$;
+""" + "\n".join(
+    f"CREATE TRIGGER {table}_bump AFTER INSERT OR UPDATE OR DELETE ON {table} "
+    f"FOR EACH ROW EXECUTE FUNCTION "
+    f"{'worthit_bump_observed' if table in _PG_OBSERVED else 'worthit_bump'}();"
+    for table in _SERIES
+)
+
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(LATEST_VERSION, "market schema", _PG_MARKET, postgres=_PG_MARKET),
+)
+MARKET_COMPONENT = "market"
+
 
 class SchemaTooNewError(RuntimeError):
     """The database was written by a newer worthit; refusing beats corrupting it."""
 
 
-def schema_version(conn: sqlite3.Connection) -> int:
+def schema_version(conn: Connection) -> int:
+    if not is_sqlite(conn):
+        return _component_version(conn, MARKET_COMPONENT)
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection, target: int = LATEST_VERSION) -> list[int]:
+def migrate(conn: Connection, target: int = LATEST_VERSION) -> list[int]:
     """Bring the market's schema up to `target`; returns the versions applied."""
+    if not is_sqlite(conn):
+        wanted = [m for m in POSTGRES_MIGRATIONS if m.version <= target]
+        return migrate_component(conn, MARKET_COMPONENT, wanted)
     current = schema_version(conn)
     if current > LATEST_VERSION:
         raise SchemaTooNewError(
@@ -227,39 +350,93 @@ CREATE TABLE IF NOT EXISTS schema_components (
 """
 
 
+_PG_TYPES = (
+    (re.compile(r"\s+WITHOUT ROWID"), ""),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
+    (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
+)
+
+
+def postgres_ddl(sql: str) -> str:
+    """A component's SQLite DDL in PostgreSQL's words: SQLite's INTEGER and REAL are 64-bit,
+    its text compares byte by byte, and WITHOUT ROWID means nothing there. A migration
+    that needs more says so in its own `postgres` text."""
+    for pattern, replacement in _PG_TYPES:
+        sql = pattern.sub(replacement, sql)
+    return sql
+
+
+_RECORD = (
+    "INSERT INTO schema_components (component, version) VALUES (?, ?) "
+    "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
+)
+
+
 def migrate_component(
-    conn: sqlite3.Connection, component: str, migrations: Sequence[Migration]
+    conn: Connection, component: str, migrations: Sequence[Migration]
 ) -> list[int]:
-    """Bring the tables another layer keeps in the market's file up to date.
+    """Bring the tables another layer keeps in the market's database up to date.
 
     A store beside the market (explanations, say) owns its schema and its migrations;
     its version is a row of `schema_components`, so it never moves the market's
     `user_version` and the market never needs to know the table exists.
     """
+    if not is_sqlite(conn):
+        return _migrate_postgres(conn, component, migrations)
     conn.execute(_COMPONENTS)
+    current = _component_version(conn, component)
+    _check_not_newer(component, current, migrations)
+    applied = []
+    for migration in migrations:
+        if current < migration.version:
+            _apply(conn, migration, _RECORD, (component, migration.version))
+            applied.append(migration.version)
+    return applied
+
+
+def _component_version(conn: Connection, component: str) -> int:
     row = conn.execute(
         "SELECT version FROM schema_components WHERE component = ?", (component,)
     ).fetchone()
-    current = int(row[0]) if row else 0
+    return int(row[0]) if row else 0
+
+
+def _check_not_newer(component: str, current: int, migrations: Sequence[Migration]) -> None:
     latest = migrations[-1].version if migrations else 0
     if current > latest:
         raise SchemaTooNewError(
             f"{component} schema is version {current}, this worthit knows up to {latest}"
         )
-    applied = []
-    for migration in migrations:
-        if current < migration.version:
-            record = (
-                "INSERT INTO schema_components (component, version) VALUES (?, ?) "
-                "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
-            )
-            _apply(conn, migration, record, (component, migration.version))
-            applied.append(migration.version)
+
+
+def _migrate_postgres(
+    conn: Connection, component: str, migrations: Sequence[Migration]
+) -> list[int]:
+    """All of a component's pending migrations in one transaction (PostgreSQL's DDL is
+    transactional), behind a lock on the component's name: a second process opening the
+    database meanwhile waits, then finds them applied."""
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (zlib.crc32(component.encode()),))
+        conn.execute(_COMPONENTS)
+        current = _component_version(conn, component)
+        _check_not_newer(component, current, migrations)
+        applied = []
+        for migration in migrations:
+            if current < migration.version:
+                conn.execute(migration.postgres or postgres_ddl(migration.sql))
+                conn.execute(_RECORD, (component, migration.version))
+                applied.append(migration.version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied
 
 
 def _apply(
-    conn: sqlite3.Connection, migration: Migration, record: str, params: tuple[object, ...] = ()
+    conn: Connection, migration: Migration, record: str, params: tuple[object, ...] = ()
 ) -> None:
     """One migration and the statement recording it, in one transaction."""
     conn.execute("BEGIN IMMEDIATE")

@@ -17,15 +17,20 @@ sale events (618, Prime Day, Double 11, Black Friday and a dozen smaller ones, n
 without one) with deep discounts and a rebound after them, "fake discount" sellers who
 raise their price one to three weeks before an event so that the "sale" lands near the
 usual price, and "was" prices (`list_price`) that are often inflated and never
-trustworthy. Upcoming events within 30 days after `end` appear as promotions for some
-products, so waiting can be the right answer. Stock drains with sales and is restocked
-after a lead time; short supply gaps cause stockouts, on which nothing sells. Popularity
-is Pareto-distributed (Zipf-like ranks); sales follow price elasticity and event
-traffic. Reviews arrive with sales, rate around a product's quality in English and
-Chinese, and for some products the quality falls in the last 30-45 days. A few reviews
-are hostile: prompt injections, zero-width characters and bidi overrides, which the
-explanation layer must neutralise. About 7% of products are listed only in the last
-5-30 days.
+trustworthy. Not every sale is a promotional price: of the honest sellers' deals about 55 %
+are (kind `price`, the recorded price drops), 20 % are a share off at the till (`percent`,
+in 5 % steps), 15 % a spend-X-save-Y offer (`threshold`, 满200减30, on a round threshold
+that one unit sometimes falls short of) and 10 % a coupon (`coupon`, an amount off, half of
+them from a minimum spend); on those the recorded price stays the usual one and only the
+effective price of one unit drops. Upcoming events within 30 days after `end` appear as
+promotions for some products, so waiting can be the right answer. Stock drains with sales
+and is restocked after a lead time; short supply gaps cause stockouts, on which nothing
+sells. Popularity is Pareto-distributed (Zipf-like ranks); sales follow price
+elasticity (on one unit's effective price) and event traffic. Reviews arrive with sales,
+rate around a product's quality in English and Chinese, and for some products the quality
+falls in the last 30-45 days. A few reviews are hostile: prompt injections, zero-width
+characters and bidi overrides, which the explanation layer must neutralise. About 7% of
+products are listed only in the last 5-30 days.
 
 With `skus >= 8` six hero products make the demo and the end-to-end tests predictable.
 They keep the verdicts below whatever the seed and the `end` day (before, during or after
@@ -68,6 +73,7 @@ from worthit.market.names import Kind, Namer, ProductName, brand
 from worthit.market.records import (
     PriceRecord,
     ProductRecord,
+    PromotionKind,
     PromotionRecord,
     Record,
     ReviewRecord,
@@ -191,6 +197,21 @@ class _Deal:
     share: float
     hike: float = 0.0
     hike_from: int = 0
+    kind: PromotionKind = "price"
+    """How the deal is offered (a promotion's kind): only `price` changes the recorded price."""
+    percent_off: float | None = None
+    threshold: float | None = None
+    save: float | None = None
+    min_spend: float | None = None
+
+    def unit_price(self, price: float) -> float:
+        """What one unit recorded at `price` costs under the deal (kinds other than `price`)."""
+        if self.percent_off is not None:
+            return price * (1 - self.percent_off / 100)
+        floor = self.threshold if self.kind == "threshold" else self.min_spend
+        if floor is not None and price < floor:
+            return price
+        return max(0.0, price - (self.save or 0.0))
 
 
 @dataclass(frozen=True)
@@ -354,6 +375,56 @@ def _draw_deals(
             depth = rng.uniform(*(_MAJOR_DEPTH if event.major else _MINOR_DEPTH))
             deals.append(_Deal(event, first, last, 1 - depth))
     return tuple(deals)
+
+
+_OFFER_KINDS: tuple[tuple[float, PromotionKind], ...] = (
+    (0.55, "price"),
+    (0.75, "percent"),
+    (0.9, "threshold"),
+    (1.0, "coupon"),
+)
+"""Cumulative shares of an honest seller's deals by kind."""
+
+
+def _with_offers(plan: _Plan, rng: random.Random) -> _Plan:
+    """Some of an honest seller's deals offered as a share off, a threshold or a coupon.
+
+    Drawn from an rng of their own, so the rest of the market is the one it was before
+    kinds existed; fake-discount sellers (who hike) keep promotional prices."""
+    deals = tuple(d if d.hike else _offer(d, plan.pricing, rng) for d in plan.pricing.deals)
+    return replace(plan, pricing=replace(plan.pricing, deals=deals))
+
+
+def _offer(deal: _Deal, pricing: _Pricing, rng: random.Random) -> _Deal:
+    """The deal in another kind, about as deep as its share off the usual price."""
+    roll = rng.random()
+    kind = next(k for share, k in _OFFER_KINDS if roll < share)
+    if kind == "price":
+        return deal
+    depth = 1 - deal.share
+    usual = pricing.reference(deal.first)
+    if kind == "percent":
+        return replace(deal, kind=kind, percent_off=float(max(5, 5 * round(20 * depth))))
+    if kind == "threshold":
+        step = _round_step(usual)
+        threshold = max(step, step * math.floor(usual * rng.uniform(0.75, 1.05) / step))
+        return replace(deal, kind=kind, threshold=threshold, save=_nice(threshold * depth))
+    minimum = None
+    if rng.random() < 0.5:
+        step = _round_step(usual)
+        minimum = max(step, step * math.floor(usual * rng.uniform(0.6, 0.95) / step))
+    return replace(deal, kind=kind, save=_nice(usual * depth), min_spend=minimum)
+
+
+def _round_step(price: float) -> float:
+    """The step a seller's round thresholds go in (满200, 满500, 满3000)."""
+    return 10.0 if price < 100 else 50.0 if price < 1000 else 100.0 if price < 5000 else 500.0
+
+
+def _nice(amount: float) -> float:
+    """An amount off as a seller writes it: whole units, then fives and tens."""
+    step = 1.0 if amount < 50 else 5.0 if amount < 500 else 10.0
+    return max(step, step * round(amount / step))
 
 
 def _draw_inventory(rng: random.Random, units: float, days: int) -> _Inventory:
@@ -613,7 +684,8 @@ def _catalog(skus: int, window: _Window, seed: int) -> list[_Plan]:
         hero = heroes.get(sku)
         if hero is None:
             category = _CATEGORY_CYCLE[(n - 1) % len(_CATEGORY_CYCLE)]
-            plans.append(_draw_plan(sku, category, namer.name(category.key), window, events, rng))
+            plan = _draw_plan(sku, category, namer.name(category.key), window, events, rng)
+            plans.append(_with_offers(plan, random.Random(f"{_SALT}:{seed}:{sku}:offers")))
         else:
             plan = _draw_plan(sku, BY_KEY[hero.category], hero.name, window, events, rng)
             plans.append(hero.shape(plan, window, events))
@@ -678,7 +750,12 @@ class _Series:
                 name=deal.event.name,
                 starts=_midnight(deal.event.starts),
                 ends=_midnight(deal.event.ends + _DAY),
-                price=self.plan.pricing.deal_price(deal),
+                kind=deal.kind,
+                price=self.plan.pricing.deal_price(deal) if deal.kind == "price" else None,
+                percent_off=deal.percent_off,
+                threshold=deal.threshold,
+                save=deal.save,
+                min_spend=deal.min_spend,
             )
 
     def _day(self, i: int) -> Iterator[Record]:
@@ -686,8 +763,9 @@ class _Series:
         at = datetime(day.year, day.month, day.day, self.plan.hour, self.plan.minute, tzinfo=UTC)
         deal, weekend = self.plan.pricing.deal_on(i), day.weekday() >= 5
         price = self._price(i, deal, weekend)
+        unit = price if deal is None or deal.kind == "price" else deal.unit_price(price)
         on_hand = self._receive(i)
-        units = min(on_hand, _poisson(self.rng, self._mean_units(i, price, deal, weekend)))
+        units = min(on_hand, _poisson(self.rng, self._mean_units(i, unit, deal, weekend)))
         self._sell(i, units)
         yield PriceRecord(
             sku=sku, ts=at, price=price, currency="USD", list_price=self._list_price(price)
@@ -702,7 +780,7 @@ class _Series:
     def _price(self, i: int, deal: _Deal | None, weekend: bool) -> float:
         pricing = self.plan.pricing
         self.level = 0.95 * self.level + self.rng.gauss(0.0, pricing.wander)
-        if deal is not None:
+        if deal is not None and deal.kind == "price":
             return pricing.deal_price(deal)
         factor = math.exp(self.level) * pricing.uplift(i)
         if weekend:
@@ -916,9 +994,10 @@ def simulate(
     for begin in range(0, len(plans), BATCH_PRODUCTS):
         with store.transaction() as conn:
             for done, plan in enumerate(plans[begin : begin + BATCH_PRODUCTS], begin + 1):
-                for record in _Series(plan, window, seed).records():
+                records = list(_Series(plan, window, seed).records())
+                for record in records:
                     counts[record.type] += 1
-                    written += store.apply_one(conn, record)
+                written += store.apply_many(conn, records)
                 if progress is not None:
                     progress(done, len(plans))
     return SimulationSummary(

@@ -21,12 +21,11 @@ import base64
 import builtins
 import re
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from worthit.market.database import Database
+from worthit.market.database import open_database
 from worthit.market.migrations import Migration, migrate_component
 
 SECRET_PREFIX = "whsec_"
@@ -85,11 +84,11 @@ class SourceInfo:
 
 
 class SourceStore:
-    """Sources and their delivery ids in the SQLite file at `path` (its own tables)."""
+    """Sources and their delivery ids in the database at `path` (its own tables)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._db = Database(path, lambda conn: migrate_component(conn, "sources", MIGRATIONS))
+        self._db = open_database(path, lambda conn: migrate_component(conn, "sources", MIGRATIONS))
         self._since_prune = 0
 
     def add(self, name: str) -> str:
@@ -101,7 +100,7 @@ class SourceStore:
                 "INSERT INTO event_sources (name, secret, created) VALUES (?, ?, ?)",
                 (name, secret, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),
             )
-        except sqlite3.IntegrityError:
+        except self._db.errors.integrity:
             raise SourceExistsError(name) from None
         return secret
 
@@ -153,7 +152,7 @@ class SourceStore:
             changed = conn.execute(
                 "INSERT INTO source_deliveries (source, delivery_id, expires_ms) "
                 "VALUES (?, ?, ?) ON CONFLICT (source, delivery_id) DO UPDATE "
-                "SET expires_ms = excluded.expires_ms WHERE expires_ms < ?",
+                "SET expires_ms = excluded.expires_ms WHERE source_deliveries.expires_ms < ?",
                 (source, delivery_id, expires_ms, now_ms),
             ).rowcount
         return changed > 0

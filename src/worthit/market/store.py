@@ -1,19 +1,21 @@
-"""The embedded market store: SQLite in WAL mode, one connection per thread.
+"""The market store: embedded SQLite in WAL mode, or PostgreSQL (`--db postgresql://…`).
 
 Writes are idempotent upserts: applying the same record twice changes nothing, not
 even a product's revision, because an upsert only touches a row whose values differ.
+The SQL is one text for both databases; the two statements where they differ (a list
+parameter, full-text search) are `_SqliteQueries` and `_PostgresQueries`.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
-from worthit.market.database import Database
+from worthit.market.database import Connection, Errors, open_database
 from worthit.market.entities import (
     PricePoint,
     Product,
@@ -59,26 +61,27 @@ ON CONFLICT (sku) DO UPDATE SET
     attributes = excluded.attributes, aliases = excluded.aliases,
     revision = products.revision + 1
 WHERE (products.title, products.brand, products.category, products.attributes, products.aliases)
-   IS NOT (excluded.title, excluded.brand, excluded.category, excluded.attributes, excluded.aliases)
+   IS DISTINCT FROM
+   (excluded.title, excluded.brand, excluded.category, excluded.attributes, excluded.aliases)
 """
 _UPSERT_PRICE = """
 INSERT INTO prices (sku, ts, price, currency, list_price) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (sku, ts) DO UPDATE SET
     price = excluded.price, currency = excluded.currency, list_price = excluded.list_price
 WHERE (prices.price, prices.currency, prices.list_price)
-   IS NOT (excluded.price, excluded.currency, excluded.list_price)
+   IS DISTINCT FROM (excluded.price, excluded.currency, excluded.list_price)
 """
 _UPSERT_STOCK = """
 INSERT INTO stock (sku, ts, quantity) VALUES (?, ?, ?)
 ON CONFLICT (sku, ts) DO UPDATE SET quantity = excluded.quantity
-WHERE stock.quantity IS NOT excluded.quantity
+WHERE stock.quantity IS DISTINCT FROM excluded.quantity
 """
 _UPSERT_REVIEW = """
 INSERT INTO reviews (sku, review_id, ts, rating, text, verified) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (sku, review_id) DO UPDATE SET
     ts = excluded.ts, rating = excluded.rating, text = excluded.text, verified = excluded.verified
 WHERE (reviews.ts, reviews.rating, reviews.text, reviews.verified)
-   IS NOT (excluded.ts, excluded.rating, excluded.text, excluded.verified)
+   IS DISTINCT FROM (excluded.ts, excluded.rating, excluded.text, excluded.verified)
 """
 _UPSERT_PROMOTION = """
 INSERT INTO promotions
@@ -90,7 +93,7 @@ ON CONFLICT (sku, name, starts) DO UPDATE SET
     save = excluded.save, min_spend = excluded.min_spend
 WHERE (promotions.ends, promotions.kind, promotions.price, promotions.percent_off,
        promotions.threshold, promotions.save, promotions.min_spend)
-   IS NOT (excluded.ends, excluded.kind, excluded.price, excluded.percent_off,
+   IS DISTINCT FROM (excluded.ends, excluded.kind, excluded.price, excluded.percent_off,
        excluded.threshold, excluded.save, excluded.min_spend)
 """
 _CLAIM_EVENT = """
@@ -100,8 +103,55 @@ ON CONFLICT (event_id) DO NOTHING
 _UPSERT_SALES = """
 INSERT INTO sales (sku, day, units) VALUES (?, ?, ?)
 ON CONFLICT (sku, day) DO UPDATE SET units = excluded.units
-WHERE sales.units IS NOT excluded.units
+WHERE sales.units IS DISTINCT FROM excluded.units
 """
+
+
+T = TypeVar("T")
+
+
+class _SqliteQueries:
+    current_prices = (
+        "SELECT j.value, (SELECT price FROM prices WHERE sku = j.value AND ts <= ?"
+        " ORDER BY ts DESC LIMIT 1) FROM json_each(?) AS j"
+    )
+
+    @staticmethod
+    def search(terms: list[str], every_term: bool, limit: int) -> tuple[str, list[Any]]:
+        """Trigram FTS5, ranked by bm25."""
+        query = (" AND " if every_term else " OR ").join(f'"{term}"' for term in terms)
+        return (
+            "SELECT p.sku, p.title, p.brand, p.category, p.aliases FROM product_search s"
+            " JOIN products p ON p.sku = s.sku WHERE product_search MATCH ?"
+            " ORDER BY bm25(product_search) LIMIT ?",
+            [query, limit],
+        )
+
+
+class _PostgresQueries:
+    current_prices = (
+        "SELECT j.value, (SELECT price FROM prices WHERE sku = j.value AND ts <= ?"
+        " ORDER BY ts DESC LIMIT 1) FROM json_array_elements_text(CAST(? AS json)) AS j(value)"
+    )
+
+    @staticmethod
+    def search(terms: list[str], every_term: bool, limit: int) -> tuple[str, list[Any]]:
+        """Substrings, case-insensitive, as the trigram index matches them; ranked by how
+        many terms a product matches, then the shorter title."""
+        matches = []
+        params: list[Any] = []
+        for term in terms:
+            escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = f"%{escaped}%"
+            matches.append("(title ILIKE ? OR brand ILIKE ? OR aliases ILIKE ?)")
+            params += [pattern] * 3
+        rank = " + ".join(f"CASE WHEN {match} THEN 1 ELSE 0 END" for match in matches)
+        where = (" AND " if every_term else " OR ").join(matches)
+        return (
+            "SELECT sku, title, brand, category, aliases FROM products"
+            f" WHERE {where} ORDER BY {rank} DESC, length(title), sku LIMIT ?",
+            [*params, *params, limit],
+        )
 
 
 class MarketStore:
@@ -110,9 +160,15 @@ class MarketStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._known_skus: set[str] | None = None
-        self._db = Database(path, migrate)
+        self._db = open_database(path, migrate)
+        self._queries = _SqliteQueries if self._db.dialect == "sqlite" else _PostgresQueries
 
-    def _conn(self) -> sqlite3.Connection:
+    @property
+    def errors(self) -> Errors:
+        """The exceptions of this store's database (one row's, or the whole write's)."""
+        return self._db.errors
+
+    def _conn(self) -> Connection:
         return self._db.connection()
 
     def close(self) -> None:
@@ -126,7 +182,7 @@ class MarketStore:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[Connection]:
         """One write transaction; a failed one also forgets the skus it may have added."""
         try:
             with self._db.transaction() as conn:
@@ -135,7 +191,16 @@ class MarketStore:
             self._known_skus = None
             raise
 
-    def savepoint(self) -> AbstractContextManager[sqlite3.Connection]:
+    def write(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one transaction, run again when a concurrent writer made PostgreSQL
+        roll it back (so `work` must start afresh each time); SQLite runs it once."""
+        try:
+            return self._db.write(work)
+        except BaseException:
+            self._known_skus = None
+            raise
+
+    def savepoint(self) -> AbstractContextManager[Connection]:
         """Inside :meth:`transaction`: a failing block undoes only its own writes."""
         return self._db.savepoint()
 
@@ -143,77 +208,65 @@ class MarketStore:
 
     def apply(self, records: Iterable[Record]) -> ApplyStats:
         """Apply records in one transaction; an unknown sku aborts the whole batch."""
-        stats = ApplyStats()
-        with self.transaction() as conn:
-            for record in records:
+        batch = list(records)
+
+        def work(conn: Connection) -> ApplyStats:
+            stats = ApplyStats()
+            for record in batch:
                 if self.apply_one(conn, record):
                     stats.written += 1
                 else:
                     stats.unchanged += 1
-        return stats
+            return stats
 
-    def apply_one(self, conn: sqlite3.Connection, record: Record) -> bool:
+        return self.write(work)
+
+    def apply_one(self, conn: Connection, record: Record) -> bool:
         """Write one record inside an open transaction; True when the store changed."""
-        if isinstance(record, ProductRecord):
-            cursor = conn.execute(
-                _UPSERT_PRODUCT,
-                (
-                    record.sku,
-                    record.title,
-                    record.brand,
-                    record.category,
-                    json.dumps(record.attributes, sort_keys=True, ensure_ascii=False),
-                    json.dumps(list(record.aliases), ensure_ascii=False),
-                ),
-            )
-            self._skus().add(record.sku)
-            return cursor.rowcount > 0
-        if not self.has_sku(record.sku):
+        if not isinstance(record, ProductRecord) and not self.has_sku(record.sku):
             raise UnknownSkuError(record.sku)
-        if isinstance(record, PriceRecord):
-            args: tuple[object, ...] = (
-                record.sku,
-                record.ts_ms,
-                record.price,
-                record.currency,
-                record.list_price,
-            )
-            sql = _UPSERT_PRICE
-        elif isinstance(record, StockRecord):
-            args, sql = (record.sku, record.ts_ms, record.quantity), _UPSERT_STOCK
-        elif isinstance(record, ReviewRecord):
-            args = (
-                record.sku,
-                record.review_id,
-                record.ts_ms,
-                record.rating,
-                record.text,
-                int(record.verified),
-            )
-            sql = _UPSERT_REVIEW
-        elif isinstance(record, PromotionRecord):
-            args = (
-                record.sku,
-                record.name,
-                record.starts_ms,
-                record.ends_ms,
-                record.kind,
-                record.price,
-                record.percent_off,
-                record.threshold,
-                record.save,
-                record.min_spend,
-            )
-            sql = _UPSERT_PROMOTION
-        elif isinstance(record, SalesRecord):
-            args, sql = (record.sku, record.date.isoformat(), record.units), _UPSERT_SALES
-        else:  # pragma: no cover - the union is closed
-            raise TypeError(f"not a market record: {record!r}")
-        return conn.execute(sql, args).rowcount > 0
+        changed = conn.execute(*_upsert(record)).rowcount > 0
+        if isinstance(record, ProductRecord):
+            self._skus().add(record.sku)
+        return changed
 
-    def claim_event(
-        self, conn: sqlite3.Connection, event_id: str, source: str, applied_ms: int
-    ) -> bool:
+    def apply_records(self, conn: Connection, records: Sequence[Record]) -> list[bool]:
+        """:meth:`apply_one` for each, in order, pipelined (on PostgreSQL one round trip
+        for them all); which changed the store. A refused one fails the whole call."""
+        products: set[str] = set()
+        for record in records:
+            if isinstance(record, ProductRecord):
+                products.add(record.sku)
+            elif record.sku not in products and not self.has_sku(record.sku):
+                raise UnknownSkuError(record.sku)
+        with self._db.pipeline():
+            cursors = [conn.execute(*_upsert(record)) for record in records]
+        self._skus().update(r.sku for r in records if isinstance(r, ProductRecord))
+        return [cursor.rowcount > 0 for cursor in cursors]
+
+    def apply_many(self, conn: Connection, records: Iterable[Record]) -> int:
+        """Write series records inside an open transaction, one `executemany` per kind
+        (on PostgreSQL one round trip for them all, not one each); how many changed the
+        store. Kinds go to different tables, so only the order within a kind is kept."""
+        runs: dict[str, list[tuple[object, ...]]] = {}
+        for record in records:
+            if isinstance(record, ProductRecord):
+                raise TypeError("apply_many takes series records; products go first")
+            if not self.has_sku(record.sku):
+                raise UnknownSkuError(record.sku)
+            sql, args = _series_upsert(record)
+            runs.setdefault(sql, []).append(args)
+        return sum(max(conn.executemany(sql, rows).rowcount, 0) for sql, rows in runs.items())
+
+    def claim_events(
+        self, conn: Connection, events: Sequence[tuple[str, str]], applied_ms: int
+    ) -> list[bool]:
+        """:meth:`claim_event` for each (event id, source), pipelined; which were new."""
+        with self._db.pipeline():
+            cursors = [conn.execute(_CLAIM_EVENT, (e, s, applied_ms)) for e, s in events]
+        return [cursor.rowcount > 0 for cursor in cursors]
+
+    def claim_event(self, conn: Connection, event_id: str, source: str, applied_ms: int) -> bool:
         """Inside a transaction: note `event_id` as applied; False when it already was.
 
         Written in the transaction of the event's effect, so the id and the effect commit
@@ -281,11 +334,7 @@ class MarketStore:
         a product with no price yet is left out."""
         rows = (
             self._conn()
-            .execute(
-                "SELECT j.value, (SELECT price FROM prices WHERE sku = j.value AND ts <= ?"
-                " ORDER BY ts DESC LIMIT 1) FROM json_each(?) AS j",
-                (until_ms, json.dumps(list(skus))),
-            )
+            .execute(self._queries.current_prices, (until_ms, json.dumps(list(skus))))
             .fetchall()
         )
         return {row[0]: float(row[1]) for row in rows if row[1] is not None}
@@ -321,7 +370,7 @@ class MarketStore:
             .execute(
                 "SELECT min(f), max(l) FROM (SELECT"
                 " (SELECT min(ts) FROM prices WHERE sku = p.sku) AS f,"
-                " (SELECT max(ts) FROM prices WHERE sku = p.sku) AS l FROM products p)"
+                " (SELECT max(ts) FROM prices WHERE sku = p.sku) AS l FROM products p) AS spans"
             )
             .fetchone()
         )
@@ -349,9 +398,9 @@ class MarketStore:
         row = (
             self._conn()
             .execute(
-                "SELECT coalesce(sum(ts < ?), 0),"
+                "SELECT coalesce(sum(CASE WHEN ts < ? THEN 1 ELSE 0 END), 0),"
                 " coalesce(sum(CASE WHEN ts < ? THEN rating END), 0),"
-                " coalesce(sum(ts >= ?), 0),"
+                " coalesce(sum(CASE WHEN ts >= ? THEN 1 ELSE 0 END), 0),"
                 " coalesce(sum(CASE WHEN ts >= ? THEN rating END), 0),"
                 " coalesce(max(ts), 0)"
                 " FROM reviews WHERE sku = ? AND ts <= ?",
@@ -428,7 +477,7 @@ class MarketStore:
             self._conn()
             .execute(
                 "SELECT s.sku, sum(s.units) AS total FROM sales s JOIN products p ON p.sku = s.sku"
-                " WHERE (? IS NULL OR p.category = ?) AND s.day >= ? AND s.day <= ?"
+                " WHERE (CAST(? AS TEXT) IS NULL OR p.category = ?) AND s.day >= ? AND s.day <= ?"
                 " GROUP BY s.sku ORDER BY total DESC, s.sku LIMIT ?",
                 (category, category, since_day, until_day, limit),
             )
@@ -445,7 +494,7 @@ class MarketStore:
             .execute(
                 "SELECT r.sku, count(*), sum(r.rating)"
                 " FROM reviews r JOIN products p ON p.sku = r.sku"
-                " WHERE (? IS NULL OR p.category = ?) AND r.ts >= ? AND r.ts <= ?"
+                " WHERE (CAST(? AS TEXT) IS NULL OR p.category = ?) AND r.ts >= ? AND r.ts <= ?"
                 " GROUP BY r.sku",
                 (category, category, since_ms, until_ms),
             )
@@ -454,7 +503,8 @@ class MarketStore:
         return [(row[0], int(row[1]), float(row[2])) for row in rows]
 
     def search(self, text: str, limit: int = 20, every_term: bool = False) -> list[SearchHit]:
-        """Full-text candidates (trigram FTS5, so substrings and Chinese match too).
+        """Full-text candidates (trigram FTS5 on SQLite, ILIKE on PostgreSQL: either way
+        substrings and Chinese match too).
 
         Any term matching is the default, for recall when resolving a mention; an
         autocomplete wants `every_term`, so each word typed narrows the list.
@@ -463,18 +513,8 @@ class MarketStore:
         terms = [t for t in printable.split() if len(t) >= 3]
         if not terms:
             return []
-        query = (" AND " if every_term else " OR ").join(f'"{term}"' for term in terms)
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT p.sku, p.title, p.brand, p.category, p.aliases FROM product_search s"
-                " JOIN products p ON p.sku = s.sku WHERE product_search MATCH ?"
-                " ORDER BY bm25(product_search) LIMIT ?",
-                (query, limit),
-            )
-            .fetchall()
-        )
-        return [_hit(row) for row in rows]
+        sql, params = self._queries.search(terms, every_term, limit)
+        return [_hit(row) for row in self._conn().execute(sql, params).fetchall()]
 
     def titles(self, skus: list[str]) -> dict[str, str]:
         if not skus:
@@ -489,7 +529,7 @@ class MarketStore:
 
     def suggest(self, text: str, limit: int = 8) -> list[SearchHit]:
         """Autocomplete: full-text from three characters, a prefix scan below that."""
-        text = text.strip()
+        text = text.replace("\x00", "").strip()
         if not text:
             return []
         hits = self.search(text, limit, every_term=True) if len(text) >= 3 else []
@@ -500,7 +540,8 @@ class MarketStore:
             self._conn()
             .execute(
                 "SELECT sku, title, brand, category, aliases FROM products"
-                " WHERE title LIKE ? || '%' OR brand LIKE ? || '%' OR aliases LIKE '%' || ? || '%'"
+                " WHERE lower(title) LIKE lower(?) || '%' OR lower(brand) LIKE lower(?) || '%'"
+                " OR lower(aliases) LIKE '%' || lower(?) || '%'"
                 " OR sku = ? ORDER BY sku = ? DESC, length(title), sku LIMIT ?",
                 (pattern, pattern, pattern, text, text, limit),
             )
@@ -518,6 +559,64 @@ class MarketStore:
 
     def count_products(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM products").fetchone()[0])
+
+
+def _upsert(record: Record) -> tuple[str, tuple[object, ...]]:
+    """The upsert of a record and its parameters."""
+    if isinstance(record, ProductRecord):
+        return _UPSERT_PRODUCT, (
+            record.sku,
+            record.title,
+            record.brand,
+            record.category,
+            json.dumps(record.attributes, sort_keys=True, ensure_ascii=False),
+            json.dumps(list(record.aliases), ensure_ascii=False),
+        )
+    return _series_upsert(record)
+
+
+def _series_upsert(record: Record) -> tuple[str, tuple[object, ...]]:
+    """The upsert of a series record and its parameters."""
+    if isinstance(record, PriceRecord):
+        args: tuple[object, ...] = (
+            record.sku,
+            record.ts_ms,
+            record.price,
+            record.currency,
+            record.list_price,
+        )
+        sql = _UPSERT_PRICE
+    elif isinstance(record, StockRecord):
+        args, sql = (record.sku, record.ts_ms, record.quantity), _UPSERT_STOCK
+    elif isinstance(record, ReviewRecord):
+        args = (
+            record.sku,
+            record.review_id,
+            record.ts_ms,
+            record.rating,
+            record.text,
+            int(record.verified),
+        )
+        sql = _UPSERT_REVIEW
+    elif isinstance(record, PromotionRecord):
+        args = (
+            record.sku,
+            record.name,
+            record.starts_ms,
+            record.ends_ms,
+            record.kind,
+            record.price,
+            record.percent_off,
+            record.threshold,
+            record.save,
+            record.min_spend,
+        )
+        sql = _UPSERT_PROMOTION
+    elif isinstance(record, SalesRecord):
+        args, sql = (record.sku, record.date.isoformat(), record.units), _UPSERT_SALES
+    else:  # pragma: no cover - the union is closed
+        raise TypeError(f"not a market record: {record!r}")
+    return sql, args
 
 
 def _product(row: tuple[object, ...]) -> Product:

@@ -1,4 +1,4 @@
-"""Price watches and their pending notifications, in the market's SQLite file.
+"""Price watches and their pending notifications, in the market's database.
 
 A shopper told WAIT leaves a watch: "tell me when S1 is at or under 249", "tell me when
 S1 turns BUY". The watches live beside the market so they survive a restart, and so do
@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from worthit.market.database import Database
+from worthit.market.database import open_database
 from worthit.market.migrations import Migration, migrate_component
 from worthit.market.timeutil import iso
 
@@ -170,11 +170,11 @@ _WATCH_COLUMNS = (
 
 
 class WatchStore:
-    """Watches and deliveries in the SQLite file at `path` (their own tables)."""
+    """Watches and deliveries in the database at `path` (their own tables)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        self._db = Database(path, lambda conn: migrate_component(conn, "watches", MIGRATIONS))
+        self._db = open_database(path, lambda conn: migrate_component(conn, "watches", MIGRATIONS))
 
     def add(
         self,

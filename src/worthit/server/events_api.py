@@ -12,7 +12,6 @@ The bus itself is started by the lifespan (server/event_service.py).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Annotated, Any
 
 from fastapi import APIRouter
@@ -70,7 +69,7 @@ async def submit_events(service: EventService, events: list[Event]) -> list[Even
         raise ProblemError(
             503, "Event queue full", str(exc), "events", headers={"Retry-After": "1"}
         ) from exc
-    except sqlite3.OperationalError as exc:
+    except service.bus.store.errors.unavailable as exc:
         log.exception("a batch of events failed")
         raise ProblemError(
             503, "Store unavailable", f"the events were not applied: {exc}", "events",

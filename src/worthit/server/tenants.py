@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import re
 import secrets
-import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -34,7 +33,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from worthit.market.database import Database
+from worthit.market.database import Connection, open_database
+from worthit.market.migrations import Migration, migrate_component
 
 KEY_PREFIX = "wk_"
 ID_HEX_CHARS = 12
@@ -61,6 +61,27 @@ CREATE TABLE IF NOT EXISTS api_keys (
 );
 CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant);
 """
+_PG_SCHEMA = """
+CREATE TABLE api_keys (
+    key_id                TEXT COLLATE "C" PRIMARY KEY,
+    key_hash              TEXT NOT NULL,
+    tenant                TEXT COLLATE "C" NOT NULL,
+    priority              TEXT NOT NULL CHECK (priority IN ('high', 'medium', 'low')),
+    requests_per_minute   BIGINT NOT NULL CHECK (requests_per_minute > 0),
+    llm_tokens_per_minute BIGINT NOT NULL CHECK (llm_tokens_per_minute > 0),
+    created               TEXT NOT NULL,
+    revoked_at            TEXT,
+    seq                   BIGINT GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX api_keys_tenant ON api_keys(tenant);
+"""
+MIGRATIONS = (Migration(1, "api keys", _SCHEMA, postgres=_PG_SCHEMA),)
+"""On SQLite, version 1 is the table that files made before versioning already have."""
+_LIST = {
+    "sqlite": "ORDER BY created, rowid",
+    "postgresql": "ORDER BY created, seq",
+}
+"""Oldest first, and in the order of issue within one second: PostgreSQL has no rowid."""
 
 _COLUMNS = (
     "key_id, key_hash, tenant, priority, requests_per_minute, llm_tokens_per_minute, "
@@ -188,7 +209,7 @@ class TenantStore:
         self._clock = clock
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._db = Database(path, lambda conn: conn.executescript(_SCHEMA))
+        self._db = open_database(path, lambda conn: migrate_component(conn, "tenants", MIGRATIONS))
 
     def create(
         self,
@@ -212,7 +233,7 @@ class TenantStore:
                     f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
                     (key_id, _digest(key), tenant, level.value, rpm, tpm, _utc_now()),
                 )
-            except sqlite3.IntegrityError:
+            except self._db.errors.integrity:
                 continue  # a 48-bit id collided with an existing one: draw another
             return key_id, key
 
@@ -242,7 +263,7 @@ class TenantStore:
         """Every key, revoked ones included, oldest first."""
         rows = (
             self._conn()
-            .execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY created, rowid")
+            .execute(f"SELECT {_COLUMNS} FROM api_keys {_LIST[self._db.dialect]}")
             .fetchall()
         )
         return [_info(row) for row in rows]
@@ -272,7 +293,7 @@ class TenantStore:
         """Close every thread's connection; a later call opens afresh."""
         self._db.close()
 
-    def _conn(self) -> sqlite3.Connection:
+    def _conn(self) -> Connection:
         return self._db.connection()
 
     def _row(self, key_id: str) -> tuple[str, ApiKeyInfo] | None:
