@@ -174,3 +174,23 @@ def test_the_command_prints_the_summary_and_writes_every_decision(
     assert "33.3%" in table.stdout and "headphones" in table.stdout
     bad = run_cli("backtest", "--db", str(market), "--from", "soon")
     assert bad.returncode == 2 and "--from" in bad.stderr
+
+
+def test_an_offer_at_the_till_is_what_the_shopper_pays(tmp_path: Path) -> None:
+    """F: 100 every day, and 20 % off at the till on days 45-47 (announced), the recorded
+    price staying 100: WAIT on day 40, BUY on day 45 paying one unit's effective price, 80,
+    which is also the horizon's best."""
+    store = MarketStore(tmp_path / "offer.db")
+    store.apply(
+        [
+            ProductRecord(sku="F", title="Phi Buds", brand="Phi", category="headphones"),
+            *prices("F", {}),
+            PromotionRecord(sku="F", name="Spring Sale", starts=midnight(45), ends=midnight(48),
+                            kind="percent", percent_off=20.0),
+        ]
+    )  # fmt: skip
+    plan = plan_replay(store, day(DECISION), day(DECISION), horizon=HORIZON)
+    (f,) = replay(FactsBuilder(store), plan, ["F"])
+    store.close()
+    assert (f.verdict, f.bought_day, f.paid) == ("WAIT", day(45).isoformat(), 80.0)
+    assert (f.buy_now_price, f.best_price) == (100.0, 80.0)

@@ -23,7 +23,7 @@ from worthit.decide.calibration import (
 )
 from worthit.market.feedback import Answered, Feedback, FeedbackConflictError, FeedbackStore
 
-from conftest import run_cli
+from conftest import MARKET_AS_OF, run_cli
 
 
 def evidence(verdict: str, confidence: float | None, success: bool, n: int = 1) -> Evidence:
@@ -184,3 +184,14 @@ def test_the_cli_prints_a_reliability_table_and_saves_the_evidence(
     assert shown.returncode == 0 and "predicted" in shown.stdout and "calibrated" in shown.stdout
     missing = run_cli("calibration", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "no database" in missing.stderr
+
+    # `worthit ask` calibrates on the saved evidence as the server does
+    ask = ("ask", "--db", str(db), "--no-llm", "--as-of", MARKET_AS_OF, "--sku", "S1", "?")
+    answer = json.loads(run_cli(*ask, "--json").stdout)
+    assert answer["verdict"] == "BUY" and answer["calibration_evidence"] > 0
+    assert 0 < answer["calibrated_confidence"] < 1
+    text = run_cli(*ask).stdout
+    assert (
+        f"calibrated confidence {answer['calibrated_confidence']:.2f} "
+        f"(from {answer['calibration_evidence']} outcomes)"
+    ) in text

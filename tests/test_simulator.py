@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from worthit.facts.builder import FactsBuilder
 from worthit.market.categories import CATEGORIES
 from worthit.market.names import Namer
 from worthit.market.records import ProductRecord, PromotionRecord
@@ -164,6 +165,39 @@ def test_upcoming_promotions_for_some_products(market_path: Path) -> None:
             (AFTER_END_MS, AFTER_END_MS + UPCOMING_DAYS * DAY_MS),
         ).fetchall()
     assert 1 < len(upcoming) < SKUS
+
+
+def test_some_deals_are_offers_at_the_till_and_no_hero_gets_one(market_path: Path) -> None:
+    with sqlite3.connect(market_path) as conn:
+        kinds = dict(conn.execute("SELECT kind, count(*) FROM promotions GROUP BY kind").fetchall())
+        heroes = conn.execute(
+            "SELECT DISTINCT kind FROM promotions WHERE sku IN ('S1','S2','S3','S4','S5','S6')"
+        ).fetchall()
+    assert set(kinds) == {"price", "percent", "threshold", "coupon"}
+    assert 0.4 < kinds["price"] / sum(kinds.values()) < 0.8
+    assert heroes == [("price",)]
+
+
+def test_an_offer_at_the_till_leaves_the_recorded_price_and_lowers_the_effective_one(
+    store: MarketStore, market_path: Path
+) -> None:
+    with sqlite3.connect(market_path) as conn:
+        sku, starts, ends, percent = conn.execute(
+            "SELECT sku, starts, ends, percent_off FROM promotions WHERE kind = 'percent'"
+            " AND ends <= ? ORDER BY sku, starts LIMIT 1",
+            (AFTER_END_MS,),
+        ).fetchone()
+    builder = FactsBuilder(store)
+    during = builder.build(sku, at_ms=ends - 1)
+    before = builder.build(sku, at_ms=starts - 1)
+    assert during is not None and before is not None
+    assert during.current_price is not None and before.current_price is not None
+    assert during.current_price > 0.9 * before.current_price  # no promotional price recorded
+    (offer,) = (o for o in during.active_promotions if o.kind == "percent")
+    assert offer.percent_off == percent and percent % 5 == 0
+    assert during.effective_price == pytest.approx(
+        during.current_price * (1 - percent / 100), abs=0.01
+    )
 
 
 def test_s1_newest_reviews_include_a_hostile_one(store: MarketStore) -> None:

@@ -5,7 +5,8 @@ At each decision day d, for each product, the verdict as of the end of day d, fr
 rows stamped by then (the same sheets and the same `decide_verdict` as an as-of answer).
 The policy it scores:
 
-- BUY pays the price of day d.
+- BUY pays the price of day d: what one unit costs then (the sheet's effective price,
+  so an offer at the till counts, not only a promotional price).
 - WAIT asks again at the end of each following day and pays on the first day the
   verdict is BUY, or on day d + horizon, whatever the verdict then.
 - SKIP and INSUFFICIENT_DATA buy nothing; they are counted apart, not in the savings.
@@ -30,7 +31,7 @@ from typing import Any
 from worthit.decide.as_of import end_of_day_ms
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
-from worthit.facts.builder import FactsBuilder, ProductHistory
+from worthit.facts.builder import FactsBuilder, ProductHistory, effective_price_at
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import from_ms
 
@@ -127,6 +128,7 @@ class _Product:
         self.builder = builder
         self.history = history
         self._verdicts: dict[date, Verdict] = {}
+        self._prices: dict[date, float | None] = {}
 
     def verdict(self, day: date) -> Verdict:
         cached = self._verdicts.get(day)
@@ -136,8 +138,9 @@ class _Product:
         return cached
 
     def price(self, day: date) -> float | None:
-        point = self.history.price_at(end_of_day_ms(day))
-        return None if point is None else round(point.price, 2)
+        if day not in self._prices:
+            self._prices[day] = effective_price_at(self.history, end_of_day_ms(day))
+        return self._prices[day]
 
     def decide(self, day: date, horizon: int) -> Outcome:
         verdict = self.verdict(day)

@@ -75,6 +75,30 @@ _EN: dict[str, str] = {
         "{name} is in {days} days; at the last {name} this product was {high_pct}% below the "
         "{window_days} days before, which would put it at {price_from} (today {current})."
     ),
+    "sale_event_category": (
+        "{name} is in {days} days; this product has no past {name} price, but at the last "
+        "{count} {name} sales {category} were typically {low_pct}% to {high_pct}% below the "
+        "{window_days} days before (the median of {products} or more products), which would "
+        "put it at {price_from} to {price_to} (today {current})."
+    ),
+    "sale_event_category_once": (
+        "{name} is in {days} days; this product has no past {name} price, but at the last "
+        "{name} {category} were typically {high_pct}% below the {window_days} days before "
+        "(the median of {products} products), which would put it at {price_from} "
+        "(today {current})."
+    ),
+    "sale_event_category_events": (
+        "{name} is in {days} days; with no past {name} on record, at the last {count} big "
+        "sales ({events}) {category} were typically {low_pct}% to {high_pct}% below the "
+        "{window_days} days before (the median of {products} or more products), which would "
+        "put it at {price_from} to {price_to} (today {current})."
+    ),
+    "sale_event_category_events_once": (
+        "{name} is in {days} days; with no past {name} on record, at the last big sale "
+        "({events}) {category} were typically {high_pct}% below the {window_days} days "
+        "before (the median of {products} products), which would put it at {price_from} "
+        "(today {current})."
+    ),
     "quality_floor": (
         "Its rating is low: {rating}/5 from {count} reviews, adjusted for its category."
     ),
@@ -157,6 +181,26 @@ _ZH: dict[str, str] = {
     "sale_event_once": (
         "{days}天后是{name}；上一次{name}，它的价格比此前{window_days}天低{high_pct}%，"
         "照此约为{price_from}（现价{current}）。"
+    ),
+    "sale_event_category": (
+        "{days}天后是{name}；该商品没有过往{name}的价格，但过去{count}次{name}，{category}通常比此前"
+        "{window_days}天低{low_pct}%至{high_pct}%（至少{products}件商品的中位数），照此约为"
+        "{price_from}至{price_to}（现价{current}）。"
+    ),
+    "sale_event_category_once": (
+        "{days}天后是{name}；该商品没有过往{name}的价格，但上一次{name}，{category}通常比此前"
+        "{window_days}天低{high_pct}%（{products}件商品的中位数），照此约为{price_from}"
+        "（现价{current}）。"
+    ),
+    "sale_event_category_events": (
+        "{days}天后是{name}；还没有过往{name}的记录，但最近{count}次大促（{events}），{category}"
+        "通常比此前{window_days}天低{low_pct}%至{high_pct}%（至少{products}件商品的中位数），"
+        "照此约为{price_from}至{price_to}（现价{current}）。"
+    ),
+    "sale_event_category_events_once": (
+        "{days}天后是{name}；还没有过往{name}的记录，但上一次大促（{events}），{category}通常比"
+        "此前{window_days}天低{high_pct}%（{products}件商品的中位数），照此约为{price_from}"
+        "（现价{current}）。"
     ),
     "quality_floor": "评分偏低：{count}条评价，按品类校正后为{rating}/5。",
     "rating_falling": "近期口碑下滑：近{recent_days}天评分{recent}/5，此前为{earlier}/5。",

@@ -15,6 +15,7 @@ from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.cache import LIVE_KEY
 from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
+from worthit.market.categories import BY_KEY
 from worthit.text.money import money
 
 
@@ -130,9 +131,17 @@ def _price_history(r: _Reasons, t: Thresholds) -> bool:
     return True
 
 
+def _paid(s: FactSheet) -> float | None:
+    """What one unit costs now: the effective price, so an offer at the till (a share off,
+    a threshold one unit reaches, a coupon) counts as a promotional price does. The price
+    rules judge this against the recorded history."""
+    return s.effective_price if s.effective_price is not None else s.current_price
+
+
 def _all_time_low(r: _Reasons, t: Thresholds) -> None:
     s = r.sheet
-    if s.all_time_low is None or s.current_price is None or s.all_time_low_at is None:
+    paid = _paid(s)
+    if s.all_time_low is None or paid is None or s.all_time_low_at is None:
         return
     if s.days_tracked < t.min_days_for_low:
         r.add(
@@ -142,26 +151,26 @@ def _all_time_low(r: _Reasons, t: Thresholds) -> None:
             {"low": r.money(s.all_time_low)},
         )
         return
-    gap = round(100.0 * (s.current_price - s.all_time_low) / s.all_time_low, 1)
+    gap = round(100.0 * (paid - s.all_time_low) / s.all_time_low, 1)
     if gap <= 0.0:
         r.add(
             "at_all_time_low",
             Polarity.BUY,
-            {"current": s.current_price, "low_at": s.all_time_low_at},
-            {"current": r.money(s.current_price)},
+            {"current": paid, "low_at": s.all_time_low_at},
+            {"current": r.money(paid)},
         )
     elif gap <= t.near_low_pct:
         r.add(
             "near_all_time_low",
             Polarity.BUY,
             {
-                "current": s.current_price,
+                "current": paid,
                 "low": s.all_time_low,
                 "gap_pct": round(gap, 1),
                 "low_at": s.all_time_low_at,
             },
             {
-                "current": r.money(s.current_price),
+                "current": r.money(paid),
                 "low": r.money(s.all_time_low),
                 "gap_pct": number(gap),
             },
@@ -171,9 +180,10 @@ def _all_time_low(r: _Reasons, t: Thresholds) -> None:
 def _average_delta(r: _Reasons, t: Thresholds) -> None:
     s = r.sheet
     window = s.window(90)
-    if s.current_price is None or window is None or window.avg is None:
+    paid = _paid(s)
+    if paid is None or window is None or window.avg is None:
         return
-    delta = round(100.0 * (s.current_price - window.avg) / window.avg, 1)
+    delta = round(100.0 * (paid - window.avg) / window.avg, 1)
     numbers: dict[str, float | int | str] = {"avg90": window.avg, "delta_pct": round(abs(delta), 1)}
     shown = {"avg90": r.money(window.avg), "delta_pct": number(abs(delta))}
     if delta <= -t.delta_90d_pct:
@@ -406,50 +416,80 @@ def _coming_sale(s: FactSheet, t: Thresholds) -> EventFact | None:
 
 
 def _sale_event(r: _Reasons, t: Thresholds) -> None:
-    """A calendar sale with no announced promotion: wait when this product's own past
-    occurrences of it, applied to today's 30-day level, save enough even at their least."""
+    """A calendar sale with no announced promotion: wait when its past occurrences, applied
+    to today's 30-day level, save enough even at their least. The evidence is this
+    product's own past occurrences, else its category's typical discount at past
+    occurrences of the event, else at the calendar's other events; the reason says which."""
     s = r.sheet
     window = s.window(30)
-    if s.current_price is None or window is None or window.median is None:
+    paid = _paid(s)
+    if paid is None or window is None or window.median is None:
         return
     if any(x.code == "upcoming_sale" for x in r.items):
         return
     for event in s.coming_events:
-        past = event.past_discounts_pct
+        past, basis, said = _event_evidence(r, event)
         if event.days_until > t.event_days or not past or min(past) <= 0:
             continue
         low, high = min(past), max(past)
         price_from = round(window.median * (1 - high / 100), 2)
         price_to = round(window.median * (1 - low / 100), 2)
-        saving = round(100.0 * (s.current_price - price_to) / s.current_price, 1)
+        saving = round(100.0 * (paid - price_to) / paid, 1)
         if saving < t.event_saving_pct:
             continue
         name = event.name_zh if r.language == "zh" else event.name_en
+        phrase = "sale_event" if basis == "product" else f"sale_event_{basis}"
+        numbers: dict[str, float | int | str] = {
+            "name": name,
+            "days": event.days_until,
+            "count": len(past),
+            "low_pct": low,
+            "high_pct": high,
+            "price_from": price_from,
+            "price_to": price_to,
+            "saving_pct": saving,
+            "current": paid,
+            "window_days": 30,
+            "basis": basis,
+        }
         r.add(
             "sale_event",
             Polarity.WAIT,
-            {
-                "name": name,
-                "days": event.days_until,
-                "count": len(past),
-                "low_pct": low,
-                "high_pct": high,
-                "price_from": price_from,
-                "price_to": price_to,
-                "saving_pct": saving,
-                "current": s.current_price,
-                "window_days": 30,
-            },
+            numbers | said,
             {
                 "price_from": r.money(price_from),
                 "price_to": r.money(price_to),
-                "current": r.money(s.current_price),
+                "current": r.money(paid),
                 "low_pct": number(low),
                 "high_pct": number(high),
             },
-            phrase="sale_event" if len(past) > 1 else "sale_event_once",
+            phrase=phrase if len(past) > 1 else f"{phrase}_once",
         )
         return
+
+
+def _event_evidence(
+    r: _Reasons, event: EventFact
+) -> tuple[tuple[float, ...], str, dict[str, float | int | str]]:
+    """(past discounts, basis, the numbers that name the evidence). The basis is
+    "product" (its own past occurrences), "category" (the category's at this event) or
+    "category_events" (the category's at the calendar's other events)."""
+    if event.past_discounts_pct or not event.category_past:
+        return event.past_discounts_pct, "product", {}
+    found = event.category_past
+    zh = r.language == "zh"
+    category = BY_KEY.get(r.sheet.category)
+    said: dict[str, float | int | str] = {
+        "category": r.sheet.category if category is None else category.zh if zh else category.en,
+        "products": min(o.products for o in found),
+    }
+    basis = "category"
+    if any(o.key != event.key for o in found):
+        basis = "category_events"
+        said["events"] = ("、" if zh else ", ").join(
+            f"{o.year}年{o.name_zh}" if zh else f"{o.name_en} {o.year}" for o in found
+        )
+    return tuple(o.discount_pct for o in found), basis, said
 
 
 def _quality(r: _Reasons, t: Thresholds) -> None:

@@ -9,7 +9,8 @@ no history and is read as it is now; `revision` counts the store's writes, not r
 it, and the `version` hashed with it, are the store's when the sheet is built.
 
 `build` reads the store for one moment (the request path); `history` reads a product's
-rows once and `build_from` cuts them in memory for any moment (the backtest). Both hand
+rows once and `build_from` cuts them in memory for any moment (the backtest), its
+category's ratings too (read once per category, for the prior as of each day visited). Both hand
 the same inputs to the same sheet code, and tests/test_as_of.py holds them to the same
 sheet as a store that never saw the later rows.
 """
@@ -18,15 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from functools import partial
 from itertools import accumulate
 
+from worthit.facts.category_events import CategoryEvents
 from worthit.facts.sale_calendar import coming_events
 from worthit.facts.sheet import (
     DiscountClaim,
@@ -84,6 +88,8 @@ class _Inputs:
     """Those ending after the moment."""
     sales: int
     prior: float
+    extremes: tuple[float | None, str | None, float | None] | None = None
+    """(all-time low, its latest day, all-time high) when already known (`ProductHistory`)."""
 
 
 class ProductHistory:
@@ -103,6 +109,7 @@ class ProductHistory:
         self.product = product
         self.prices = tuple(prices)
         self._price_ts = [p.ts_ms for p in self.prices]
+        self._extremes = list(_running_extremes(self.prices))
         self.stock = tuple(stock)
         self._stock_ts = [s.ts_ms for s in self.stock]
         self._review_ts = [ts for ts, _ in reviews]
@@ -113,6 +120,14 @@ class ProductHistory:
 
     def prices_until(self, at_ms: int) -> Sequence[PricePoint]:
         return self.prices[: bisect_right(self._price_ts, at_ms)]
+
+    def extremes_until(self, at_ms: int) -> tuple[float | None, str | None, float | None]:
+        """`_extremes` of `prices_until(at_ms)`, from running values kept for every cut."""
+        i = bisect_right(self._price_ts, at_ms)
+        if not i:
+            return None, None, None
+        low, low_ts, high = self._extremes[i - 1]
+        return low, day_iso(low_ts), high
 
     def price_at(self, at_ms: int) -> PricePoint | None:
         """The latest price observation at `at_ms`: what a shopper paid then."""
@@ -148,6 +163,8 @@ class FactsBuilder:
         self.clock = clock
         self._priors: dict[tuple[str, int | None], tuple[float, float]] = {}
         self._lock = threading.Lock()
+        self.category_events = CategoryEvents(store)
+        self._ratings: dict[str, tuple[list[int], list[int], float]] = {}
 
     def build(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
         """The sheet now (the clock's moment), or as of `at_ms`, from the store."""
@@ -189,7 +206,8 @@ class FactsBuilder:
             ratings=history.rating_split(_rating_split_ms(at_ms), at_ms),
             promotions=[p for p in history.promotions if p.ends_ms > at_ms],
             sales=history.sales_units(since, today),
-            prior=self.category_prior(history.product.category, at_ms),
+            prior=self._replayed_prior(history.product.category, at_ms),
+            extremes=history.extremes_until(at_ms),
         )
         return self._sheet(history.product, inputs, at_ms)
 
@@ -211,14 +229,34 @@ class FactsBuilder:
             self._priors[key] = (prior, now)
         return prior
 
+    def _replayed_prior(self, category: str, at_ms: int) -> float:
+        """`category_prior(category, at_ms)` from the category's ratings read once, in time
+        order with running sums (kept PRIOR_TTL_S): a replay asks for it as of every day
+        it visits, each an aggregate over the category's reviews in the store."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._ratings.get(category)
+        if cached is None or now - cached[2] >= PRIOR_TTL_S:
+            skus = [hit.sku for hit in self.store.all_names() if hit.category == category]
+            rows = sorted((r.ts_ms, r.rating) for sku in skus for r in self.store.reviews(sku))
+            cached = ([ts for ts, _ in rows], [0, *accumulate(rating for _, rating in rows)], now)
+            with self._lock:
+                self._ratings[category] = cached
+        times, sums, _ = cached
+        count = bisect_right(times, at_ms)
+        if count < PRIOR_WEIGHT:
+            return DEFAULT_PRIOR_MEAN
+        return round(sums[count] / count, 2)
+
     def _sheet(self, product: Product, inputs: _Inputs, as_of: int) -> FactSheet:
         prices = inputs.prices
+        times = [p.ts_ms for p in prices]
         current = prices[-1] if prices else None
-        windows = tuple(_window(prices, as_of, days) for days in WINDOWS)
-        low, low_at, high = _extremes(prices)
-        last90 = [p.price for p in prices if p.ts_ms >= as_of - 90 * DAY_MS]
-        last30 = [p for p in prices if p.ts_ms >= as_of - 30 * DAY_MS]
-        trend = trend_pct([p.ts_ms for p in last30], [p.price for p in last30], 30)
+        windows = tuple(_window(_since(prices, times, as_of, days), days) for days in WINDOWS)
+        low, low_at, high = inputs.extremes if inputs.extremes else _extremes(prices)
+        last90 = [p.price for p in _since(prices, times, as_of, 90)]
+        since30 = bisect_left(times, as_of - 30 * DAY_MS)
+        trend = trend_pct(times[since30:], [p.price for p in prices[since30:]], 30)
         volatility = volatility_pct(last90)
         stock = inputs.stock
         today = _money(current.price) if current else None
@@ -254,8 +292,13 @@ class FactsBuilder:
             "upcoming_promotions": upcoming,
             "sales_3d": inputs.sales,
             "revision": product.revision,
-            "discount_claim": _discount_claim(prices, inputs.promotions, as_of),
-            "coming_events": coming_events(prices, as_of),
+            "discount_claim": _discount_claim(prices, inputs.promotions, as_of, times),
+            "coming_events": coming_events(
+                prices,
+                as_of,
+                category=partial(self.category_events.past, product.category),
+                times=times,
+            ),
             "effective_price": _effective_price(today, active),
         }
         version = _version(content)
@@ -296,8 +339,15 @@ def _rating(ratings: tuple[int, int, int, int, int], prior: float) -> RatingFact
     )
 
 
-def _window(prices: Sequence[PricePoint], as_of: int, days: int) -> WindowStats:
-    values = [p.price for p in prices if p.ts_ms >= as_of - days * DAY_MS]
+def _since(
+    prices: Sequence[PricePoint], times: Sequence[int], as_of: int, days: int
+) -> Sequence[PricePoint]:
+    """The prices of the `days` days up to `as_of` (in time order, as `times`)."""
+    return prices[bisect_left(times, as_of - days * DAY_MS) :]
+
+
+def _window(recent: Sequence[PricePoint], days: int) -> WindowStats:
+    values = [p.price for p in recent]
     if not values:
         return WindowStats(days=days, observations=0, min=None, avg=None, median=None)
     return WindowStats(
@@ -318,6 +368,16 @@ def _extremes(
     low = min(p.price for p in prices)
     low_at = max(p.ts_ms for p in prices if p.price == low)
     return low, day_iso(low_at), max(p.price for p in prices)
+
+
+def _running_extremes(prices: Sequence[PricePoint]) -> Iterator[tuple[float, int, float]]:
+    """(low, latest ts of the low, high) of each prefix of `prices`, in time order."""
+    low, low_ts, high = math.inf, 0, -math.inf
+    for point in prices:
+        if point.price <= low:
+            low, low_ts = point.price, point.ts_ms
+        high = max(high, point.price)
+        yield low, low_ts, high
 
 
 def _promotions(
@@ -379,6 +439,18 @@ def _unit_price(promo: Promotion, base: float) -> tuple[float, bool]:
 _CENT = Decimal("0.01")
 
 
+def effective_price_at(history: ProductHistory, at_ms: int) -> float | None:
+    """What one unit costs at `at_ms`: the sheet's `effective_price`, without the rest of
+    the sheet (the backtest prices every day of every wait)."""
+    point = history.price_at(at_ms)
+    if point is None:
+        return None
+    today = _money(point.price)
+    running = (p for p in history.promotions if p.starts_ms <= at_ms < p.ends_ms)
+    offers = [fact for p in running if (fact := _offer(p, at_ms, today)) is not None]
+    return _effective_price(today, offers)
+
+
 def _effective_price(current: float | None, active: Sequence[PromotionFact]) -> float | None:
     """One unit now: the best single offer, since worthit does not assume offers stack."""
     if current is None:
@@ -387,7 +459,10 @@ def _effective_price(current: float | None, active: Sequence[PromotionFact]) -> 
 
 
 def _discount_claim(
-    prices: Sequence[PricePoint], promotions: Sequence[Promotion], as_of: int
+    prices: Sequence[PricePoint],
+    promotions: Sequence[Promotion],
+    as_of: int,
+    times: Sequence[int],
 ) -> DiscountClaim | None:
     """The reduction a shopper is shown now, measured against the recorded prices.
 
@@ -406,7 +481,6 @@ def _discount_claim(
         and p.ends_ms > as_of
         and p.starts_ms <= known_until
     )
-    times = [p.ts_ms for p in prices]
     if visible:
         started, promo_name, promo_price = visible[0]
         before = prices[: bisect_left(times, started)]

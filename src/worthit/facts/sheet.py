@@ -86,6 +86,19 @@ class DiscountClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class CategoryOccurrence:
+    """A past occurrence of a calendar event across a category: the median of what it did
+    to each of the category's products measured there (% below its 30 days before)."""
+
+    key: str
+    name_en: str
+    name_zh: str
+    year: int
+    discount_pct: float
+    products: int
+
+
+@dataclass(frozen=True, slots=True)
 class EventFact:
     """A calendar sale event coming within the horizon, and what it did to this product's
     price at its past occurrences (newest first): % below the median of the 30 days before."""
@@ -97,6 +110,10 @@ class EventFact:
     days_until: int
     past_discounts_pct: tuple[float, ...]
     past_years: tuple[int, ...]
+    category_past: tuple[CategoryOccurrence, ...] = ()
+    """Only when this product has no past occurrence: its category's typical discount at
+    the past occurrences of this event, else, when the category has none either, at those
+    of the calendar's other events (newest first)."""
 
 
 @dataclass(frozen=True, slots=True)
