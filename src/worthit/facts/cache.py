@@ -13,6 +13,12 @@ A hot product must not stampede the store: concurrent misses on one SKU share on
 Vattani et al. 2015) so the rebuild is one reader's, not everyone's after expiry.
 Lookups of products that do not exist (typos, scrapers) never reach the store: a Bloom
 filter of the known SKUs rejects most, and a short-lived negative entry the rest.
+
+Several processes on one store may share a second tier (`tier`, a `SheetTier`: Redis, in
+facts/redis_tier.py): a miss here asks it before building, and a sheet built here is
+handed to it, so a product is built once for all of them. The in-memory tier stays in
+front, and the revision check guards both: a shared sheet of an older revision is never
+used. `evict` also tells the tier, which tells the other processes' caches.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from rbloom import Bloom
 
@@ -60,6 +67,27 @@ class _Entry:
     built_at: float
     expires_at: float
     delta: float
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSheet:
+    """A sheet another process built, as a second tier holds it."""
+
+    sheet: FactSheet
+    age_s: float
+    """Since it was built."""
+    remaining_s: float
+    """Until the tier drops it: the TTL its builder drew, less its age."""
+    delta_s: float
+    """How long it took to build (XFetch's delta)."""
+
+
+class SheetTier(Protocol):
+    """A cache of sheets shared with other processes; any failure is a miss, never an error."""
+
+    def load(self, sku: str, revision: int) -> SharedSheet | None: ...
+    def save(self, sheet: FactSheet, ttl_s: float, delta_s: float) -> None: ...
+    def evicted(self, skus: list[str]) -> None: ...
 
 
 class _Flight:
@@ -115,6 +143,8 @@ class FactsCache:
         self.bloom_rejects = 0
         self.coalesced = 0
         self.early_refreshes = 0
+        self.tier: SheetTier | None = None
+        self.tier_hits = 0
         self._bloom, self._bloom_at = self._load_bloom()
 
     def get(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
@@ -162,7 +192,9 @@ class FactsCache:
                 leader = True
             else:
                 leader = False
-        return self._lead(flight, sku) if leader else self._await(flight, sku, revision)
+        if leader:
+            return self._lead(flight, sku, revision)
+        return self._await(flight, sku, revision)
 
     def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:
@@ -203,8 +235,12 @@ class FactsCache:
             return sheet
         return self._build(sku)[0]
 
-    def _lead(self, flight: _Flight, sku: str) -> FactSheet | None:
+    def _lead(self, flight: _Flight, sku: str, revision: int) -> FactSheet | None:
+        share: tuple[FactSheet, float, float] | None = None
         try:
+            shared = self._shared(sku, revision)
+            if shared is not None:
+                return self._keep_shared(flight, sku, shared)
             sheet, started, delta = self._build(sku)
             with self._lock:
                 current = self._entries.get(sku)
@@ -214,12 +250,8 @@ class FactsCache:
                     and (current is None or current.revision <= sheet.revision)
                 ):
                     ttl = self.max_age_s * (1 + self._rng.uniform(-JITTER, JITTER))
-                    self._entries[sku] = _Entry(
-                        sheet, sheet.revision, started, started + ttl, delta
-                    )
-                    self._entries.move_to_end(sku)
-                    while len(self._entries) > self.capacity:
-                        self._entries.popitem(last=False)
+                    self._keep(sku, _Entry(sheet, sheet.revision, started, started + ttl, delta))
+                    share = (sheet, ttl, delta)
                 flight.sheet = sheet
             return sheet
         finally:
@@ -227,6 +259,49 @@ class FactsCache:
                 if self._flights.get(sku) is flight:
                     del self._flights[sku]
             flight.done.set()
+            if share is not None and self.tier is not None:
+                self.tier.save(*share)
+
+    def _shared(self, sku: str, revision: int) -> SharedSheet | None:
+        """The tier's sheet of this revision, unless this reader draws its early refresh:
+        XFetch runs on the shared copy too, so one reader of all the processes rebuilds
+        it shortly before it expires, and saves the new one for the others."""
+        if self.tier is None:
+            return None
+        shared = self.tier.load(sku, revision)
+        if (
+            shared is None
+            or shared.sheet.revision != revision
+            or shared.sheet.extra.get(LIVE_KEY, False) is not self.live
+        ):
+            return None
+        if self._rng.random() < xfetch_probability(shared.remaining_s, shared.delta_s, self.beta):
+            with self._lock:
+                self.early_refreshes += 1
+            return None
+        return shared
+
+    def _keep_shared(self, flight: _Flight, sku: str, shared: SharedSheet) -> FactSheet:
+        now = self._clock()
+        built_at = now - shared.age_s
+        with self._lock:
+            self.tier_hits += 1
+            current = self._entries.get(sku)
+            if not flight.stale and (current is None or current.revision <= shared.sheet.revision):
+                entry = _Entry(
+                    shared.sheet, shared.sheet.revision, built_at, now + shared.remaining_s,
+                    shared.delta_s,
+                )  # fmt: skip
+                self._keep(sku, entry)
+            flight.sheet = sheet = aged(shared.sheet, int(shared.age_s * 1000))
+        return sheet
+
+    def _keep(self, sku: str, entry: _Entry) -> None:
+        """Under the lock."""
+        self._entries[sku] = entry
+        self._entries.move_to_end(sku)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
 
     def _build(self, sku: str) -> tuple[FactSheet | None, float, float]:
         started = self._clock()
@@ -235,13 +310,15 @@ class FactsCache:
             sheet = replace(sheet, extra={**sheet.extra, LIVE_KEY: True})
         return sheet, started, self._clock() - started
 
-    def evict(self, skus: Iterable[str]) -> int:
+    def evict(self, skus: Iterable[str], *, share: bool = True) -> int:
         """Forget these products' sheets now (an event changed their facts); the next
         read rebuilds them. Returns how many were cached.
 
         A SKU the filter has not seen is a product the event just added, so it becomes
-        known here, and any negative entry for it goes.
+        known here, and any negative entry for it goes. With a tier, the other processes
+        are told too (`share`; off when this eviction is one another process told of).
         """
+        skus = list(skus)
         dropped = 0
         with self._lock:
             for sku in skus:
@@ -254,6 +331,8 @@ class FactsCache:
                 if self._entries.pop(sku, None) is not None:
                     dropped += 1
             self.evictions += dropped
+        if share and skus and self.tier is not None:
+            self.tier.evicted(skus)
         return dropped
 
     def __len__(self) -> int:

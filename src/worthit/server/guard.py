@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from worthit.server.caller import remember_tenant
 from worthit.server.problems import ProblemError, error_for
-from worthit.server.ratelimit import Limits, TenantLimiter
+from worthit.server.ratelimit import Limiter, Limits
 from worthit.server.tenants import AuthError, TenantStore
 
 MAX_BODY_BYTES = 64 * 1024
@@ -43,7 +43,7 @@ class GuardMiddleware:
         self,
         app: ASGIApp,
         tenants: TenantStore | None,
-        limiter: TenantLimiter,
+        limiter: Limiter,
         open_paths: Iterable[str] = ALWAYS_OPEN,
         allowed_hosts: frozenset[str] | None = None,
         body_timeout_s: float = BODY_TIMEOUT_S,
@@ -60,13 +60,13 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         try:
-            self._admit(scope)
+            await self._admit(scope)
         except ProblemError as refusal:
             await error_for(scope["path"], refusal)(scope, receive, send)
             return
         await self.app(scope, self._bounded(receive), send)
 
-    def _admit(self, scope: Scope) -> None:
+    async def _admit(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
@@ -100,7 +100,7 @@ class GuardMiddleware:
         except AuthError as exc:
             title = "Unauthorized" if exc.status == 401 else "Forbidden"
             raise ProblemError(exc.status, title, str(exc), "authorization") from exc
-        admission = self.limiter.admit(
+        admission = await self.limiter.admit_async(
             tenant.name, Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute)
         )
         if not admission.allowed:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 Clock = Callable[[], float]
 """Seconds from an arbitrary origin that never go backwards (``time.monotonic``)."""
@@ -156,6 +157,21 @@ class Limits:
     llm_tokens_per_minute: int
 
 
+class Limiter(Protocol):
+    """What the guard and the token budget charge: `TenantLimiter` in one process,
+    `RedisLimiter` (server/redis_limiter.py) across the workers sharing one Redis."""
+
+    def admit(
+        self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
+    ) -> Admission: ...
+
+    async def admit_async(
+        self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
+    ) -> Admission: ...
+
+    def refund(self, tenant: str, llm_tokens: int) -> None: ...
+
+
 class _TenantBuckets:
     def __init__(self, limits: Limits, clock: Clock) -> None:
         self.limits = limits
@@ -204,6 +220,12 @@ class TenantLimiter:
         if token_wait > request_wait:
             return Admission(token_wait, LimitedBy.LLM_TOKENS)
         return Admission(request_wait, LimitedBy.REQUESTS)
+
+    async def admit_async(
+        self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
+    ) -> Admission:
+        """:meth:`admit`, for callers on the event loop (in process it never waits)."""
+        return self.admit(tenant, limits, llm_tokens, requests=requests)
 
     def refund(self, tenant: str, llm_tokens: int) -> None:
         """Give back LLM tokens reserved by :meth:`admit` but not generated."""

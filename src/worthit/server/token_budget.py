@@ -16,14 +16,15 @@ from fastapi import Request
 
 from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
-from worthit.server.ratelimit import Limits, TenantLimiter
+from worthit.server.ratelimit import Admission, Limiter, Limits
+from worthit.server.tenants import Tenant
 
 
 @dataclass
 class TokenReservation:
     tokens: int
     """What the request may generate: its max_tokens, or the tenant's whole minute."""
-    limiter: TenantLimiter | None = None
+    limiter: Limiter | None = None
     tenant: str | None = None
     _settled: bool = field(default=False, repr=False)
 
@@ -37,15 +38,38 @@ class TokenReservation:
             self.limiter.refund(self.tenant, self.tokens - min(used, self.tokens))
 
 
-def reserve_tokens(request: Request, limiter: TenantLimiter, max_tokens: int) -> TokenReservation:
+def reserve_tokens(request: Request, limiter: Limiter, max_tokens: int) -> TokenReservation:
     """Reserve `max_tokens` from the caller's budget, or raise a 429 saying how long to
     wait. Without a tenant (auth off) there is no budget."""
     tenant = request_tenant(request)
     if tenant is None:
         return TokenReservation(max_tokens)
-    limits = Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute)
-    granted = min(max_tokens, tenant.llm_tokens_per_minute)
+    limits, granted = _ask(tenant, max_tokens)
     admission = limiter.admit(tenant.name, limits, granted, requests=0)
+    return _granted(admission, tenant, granted, limiter)
+
+
+async def reserve_tokens_async(
+    request: Request, limiter: Limiter, max_tokens: int
+) -> TokenReservation:
+    """`reserve_tokens` for a handler on the event loop: with the limits in Redis
+    (`--redis`) the loop serves other requests while the script runs."""
+    tenant = request_tenant(request)
+    if tenant is None:
+        return TokenReservation(max_tokens)
+    limits, granted = _ask(tenant, max_tokens)
+    admission = await limiter.admit_async(tenant.name, limits, granted, requests=0)
+    return _granted(admission, tenant, granted, limiter)
+
+
+def _ask(tenant: Tenant, max_tokens: int) -> tuple[Limits, int]:
+    limits = Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute)
+    return limits, min(max_tokens, tenant.llm_tokens_per_minute)
+
+
+def _granted(
+    admission: Admission, tenant: Tenant, granted: int, limiter: Limiter
+) -> TokenReservation:
     if not admission.allowed:
         retry = admission.retry_after_header
         raise ProblemError(
