@@ -30,7 +30,7 @@ from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedErro
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.decide.resolve import ProductResolver
-from worthit.engine.engine import Engine
+from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation, ExplanationRun
 from worthit.explain.keys import explanation_key
@@ -57,7 +57,7 @@ class Answerer:
     def __init__(
         self,
         store: MarketStore,
-        engine: Engine | None,
+        engine: EngineBackend | None,
         *,
         clock: Clock = now_ms,
         explanations: ExplanationStore | None = None,

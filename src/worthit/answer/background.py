@@ -24,7 +24,7 @@ from worthit.answer.answerer import Answerer, stale_reason
 from worthit.answer.demand import demand_order
 from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.decide.decider import DecisionStatus
-from worthit.engine.engine import Engine
+from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import ExplanationRun
 from worthit.explain.store import ExplanationStore, StoredExplanation
@@ -89,7 +89,7 @@ class ExplanationGenerator:
         if answerer.explanations is None:
             raise ValueError("the generator needs an explanation store")
         self.answerer = answerer
-        self.engine: Engine | None = answerer.engine
+        self.engine: EngineBackend | None = answerer.engine
         self.explanations: ExplanationStore = answerer.explanations
         self.parallel = parallel
         self.tries = tries

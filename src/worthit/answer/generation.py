@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from worthit.answer.live import ENGINE_PROBLEMS, stream_explanation
 from worthit.decide.verdict import Verdict
-from worthit.engine.engine import Engine
+from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority, SamplingParams
 from worthit.explain.explainer import Explanation, ExplanationRun
 from worthit.facts.sheet import FactSheet
@@ -65,7 +65,7 @@ class Generated:
 
 
 async def generate(
-    engine: Engine,
+    engine: EngineBackend,
     sheet: FactSheet,
     verdict: Verdict,
     *,

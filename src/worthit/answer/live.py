@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 from worthit.decide.decider import Decision
 from worthit.decide.intent import IntentKind
-from worthit.engine.engine import Engine, RequestStream
+from worthit.engine.backend import EngineBackend, TokenStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
 from worthit.explain.explainer import Delta, Explanation, ExplanationRun, FallbackError
@@ -28,7 +28,7 @@ ENGINE_PROBLEMS = frozenset({"engine_error", "engine_abort", "EngineClosedError"
 
 async def stream_explanation(
     run: ExplanationRun,
-    engine: Engine,
+    engine: EngineBackend,
     params: SamplingParams,
     *,
     priority: Priority = Priority.MEDIUM,
@@ -52,26 +52,31 @@ async def stream_explanation(
             answer_prefix=run.prefix,
             tenant=tenant,
         )
-    except AdmissionRefusedError as exc:
-        refused = run.fallback(f"refused_{exc.reason}")
-        if exc.estimated_s is not None and exc.budget_s is not None:  # why, for the receipt
-            refused.timings_ms["llm_estimate"] = round(exc.estimated_s * 1000, 1)
-            refused.timings_ms["llm_budget"] = round(exc.budget_s * 1000, 1)
-        yield refused
-        return
-    except (PromptTooLongError, EngineClosedError) as exc:
-        yield run.fallback(type(exc).__name__)
+    except (AdmissionRefusedError, PromptTooLongError, EngineClosedError) as exc:
+        yield _refused(run, exc)
         return
     try:
         async for item in _drive(run, stream):
             yield item
+    except (AdmissionRefusedError, PromptTooLongError, EngineClosedError) as exc:
+        yield _refused(run, exc)  # a remote engine refuses once asked, before any text
     finally:
         stream.abort()
 
 
+def _refused(run: ExplanationRun, exc: Exception) -> Explanation:
+    if not isinstance(exc, AdmissionRefusedError):
+        return run.fallback(type(exc).__name__)
+    refused = run.fallback(f"refused_{exc.reason}")
+    if exc.estimated_s is not None and exc.budget_s is not None:  # why, for the receipt
+        refused.timings_ms["llm_estimate"] = round(exc.estimated_s * 1000, 1)
+        refused.timings_ms["llm_budget"] = round(exc.budget_s * 1000, 1)
+    return refused
+
+
 async def explain_live(
     decision: Decision,
-    engine: Engine | None,
+    engine: EngineBackend | None,
     *,
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
@@ -96,7 +101,7 @@ async def explain_live(
         yield item
 
 
-async def _drive(run: ExplanationRun, stream: RequestStream) -> AsyncIterator[Delta | Explanation]:
+async def _drive(run: ExplanationRun, stream: TokenStream) -> AsyncIterator[Delta | Explanation]:
     finish: str | None = None
     try:
         async for delta in stream:
@@ -122,7 +127,7 @@ async def _drive(run: ExplanationRun, stream: RequestStream) -> AsyncIterator[De
     yield _with_tokens(explanation, stream)
 
 
-def _with_tokens(explanation: Explanation, stream: RequestStream) -> Explanation:
+def _with_tokens(explanation: Explanation, stream: TokenStream) -> Explanation:
     done = stream.completion
     if done is not None:
         explanation.tokens = {

@@ -8,6 +8,7 @@ from worthit.cli.ask import ask_command
 from worthit.cli.audit import audit_app
 from worthit.cli.backtest import backtest_command
 from worthit.cli.calibration import calibration_command
+from worthit.cli.engine_serve import engine_app
 from worthit.cli.errors import user_errors
 from worthit.cli.explain import explain_command
 from worthit.cli.facts import facts_command
@@ -34,6 +35,7 @@ app.command("calibration")(user_errors(calibration_command))
 app.add_typer(keys_app, name="keys")
 app.add_typer(sources_app, name="sources")
 app.add_typer(audit_app, name="audit")
+app.add_typer(engine_app, name="engine")
 
 
 def main() -> None:

@@ -20,14 +20,17 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from worthit.engine.engine import Completion, RequestStream
+from worthit.engine.backend import TokenStream
+from worthit.engine.engine import Completion, Delta, Engine
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
+from worthit.engine.router import Router
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
 from worthit.server.caller import request_priority, tenant_name
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
-from worthit.server.state import StateDep
-from worthit.server.token_budget import TokenReservation, reserve_tokens
+from worthit.server.sse import FastJSONResponse
+from worthit.server.state import ServiceState, StateDep
+from worthit.server.token_budget import TokenReservation, reserve_tokens_async
 from worthit.server.worthit_chat import MAX_EXPLANATION_TOKENS, MODEL_ID, worthit_chat
 
 router = APIRouter(tags=["openai"])
@@ -37,7 +40,7 @@ DEFAULT_MAX_TOKENS = 256
 
 @router.get("/v1/models")
 async def models(state: StateDep) -> dict[str, Any]:
-    ids = [state.running_engine().model_id]
+    ids = [_engine(state).model_id]
     if state.answerer is not None:
         ids.insert(0, MODEL_ID)
     return {
@@ -56,11 +59,19 @@ async def chat_completions(
     priority = request_priority(request, body.priority)
     asked = body.max_completion_tokens or body.max_tokens
     if body.model == MODEL_ID and state.answerer is not None:
-        budget = reserve_tokens(request, state.limiter, min(asked or 64, MAX_EXPLANATION_TOKENS))
+        budget = await reserve_tokens_async(
+            request, state.limiter, min(asked or 64, MAX_EXPLANATION_TOKENS)
+        )
         return await worthit_chat(body, state, priority, budget, tenant_name(request))
-    engine = state.running_engine()
-    budget = reserve_tokens(request, state.limiter, asked or DEFAULT_MAX_TOKENS)
+    engine = _engine(state)
+    budget = await reserve_tokens_async(request, state.limiter, asked or DEFAULT_MAX_TOKENS)
     try:
+        messages = [m.model_dump() for m in body.messages]
+        prefix = ""
+        if body.continue_final_message:
+            if messages[-1]["role"] != "assistant":
+                raise ValueError("continue_final_message needs a final assistant message")
+            prefix = messages.pop()["content"]
         params = SamplingParams(
             max_tokens=budget.tokens,
             temperature=body.temperature,
@@ -70,13 +81,15 @@ async def chat_completions(
             stop=body.stop_strings(),
         )
         stream = await engine.submit_async(
-            messages=[m.model_dump() for m in body.messages],
+            messages=messages,
             params=params,
+            answer_prefix=prefix,
             priority=priority,
             deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
             deadline_policy=DeadlinePolicy(body.deadline_policy),
             tenant=tenant_name(request),
         )
+        first = None if state.remote is None else await anext(stream)  # a refusal comes here
     except (AdmissionRefusedError, PromptTooLongError, EngineClosedError, ValueError) as exc:
         budget.settle(0)
         return _refusal(exc)
@@ -86,12 +99,21 @@ async def chat_completions(
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
-            _sse(stream, budget, completion_id, created, engine.model_id, include_usage, extras),
+            _sse(
+                _replay(first, stream),
+                stream,
+                budget,
+                completion_id,
+                created,
+                engine.model_id,
+                include_usage,
+                extras,
+            ),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
     try:
-        done = await stream.collect()
+        done = await _collect(stream)
         budget.settle(done.completion_tokens)
     finally:
         stream.abort()  # no-op when finished; frees the KV if the client went away
@@ -109,10 +131,32 @@ async def chat_completions(
     )
 
 
+def _engine(state: ServiceState) -> Engine | Router:
+    return state.remote if state.remote is not None else state.running_engine()
+
+
+async def _collect(stream: TokenStream) -> Completion:
+    async for _ in stream:
+        pass
+    assert stream.completion is not None
+    return stream.completion
+
+
 def _refusal(exc: Exception) -> JSONResponse:
     if isinstance(exc, AdmissionRefusedError):
         code = "deadline_unmeetable" if exc.reason == "deadline" else exc.reason
-        return error_response(503, str(exc), "admission_refused", "deadline_ms", code)
+        error: dict[str, Any] = {
+            "message": str(exc),
+            "type": "admission_refused",
+            "param": "deadline_ms",
+            "code": code,
+        }
+        if exc.estimated_s is not None and exc.budget_s is not None:  # a router reads them
+            error["estimated_ms"] = round(exc.estimated_s * 1000, 1)
+            error["budget_ms"] = round(exc.budget_s * 1000, 1)
+        return FastJSONResponse(
+            {"error": error}, status_code=503, headers={"x-should-retry": "false"}
+        )
     if isinstance(exc, PromptTooLongError):
         return error_response(400, str(exc), "invalid_request_error", "messages",
                               "context_length_exceeded")  # fmt: skip
@@ -121,8 +165,18 @@ def _refusal(exc: Exception) -> JSONResponse:
     return error_response(400, str(exc), "invalid_request_error")
 
 
+async def _replay(first: Delta | None, stream: TokenStream) -> AsyncIterator[Delta]:
+    if first is not None:
+        yield first
+        if first.finish_reason is not None:
+            return
+    async for delta in stream:
+        yield delta
+
+
 async def _sse(
-    stream: RequestStream,
+    deltas: AsyncIterator[Delta],
+    stream: TokenStream,
     budget: TokenReservation,
     completion_id: str,
     created: int,
@@ -136,13 +190,15 @@ async def _sse(
     sent = 0
     try:
         yield chat_chunk(completion_id, created, model, {"role": "assistant", "content": ""})
-        async for delta in stream:
+        async for delta in deltas:
             sent += len(delta.token_ids)
             finish = delta.finish_reason.value if delta.finish_reason else None
             if delta.text or finish:
                 content = {"content": delta.text} if delta.text else {}
                 yield chat_chunk(completion_id, created, model, content, finish)
         done = stream.completion
+        if done is not None:
+            sent = max(sent, done.completion_tokens)  # a remote engine's deltas carry no ids
         if include_usage and done is not None:
             yield chat_chunk(
                 completion_id, created, model, None, usage=usage(done),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter
@@ -16,6 +18,14 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 async def healthz(state: StateDep) -> dict[str, Any]:
+    if state.remote is not None:
+        remote = state.remote.status()
+        return {
+            "status": "ok",
+            "model": remote.model_id,
+            "running": remote.running,
+            "engines": [asdict(r) for r in remote.replicas],
+        }
     status = state.running_engine().status()
     return {
         "status": "ok",
@@ -34,9 +44,10 @@ async def readyz(state: StateDep) -> JSONResponse:
 
     An event input that is down (Redis unreachable) is degraded but still ready: the
     service answers from the store, and taking every replica out of rotation because
-    the feed stopped would turn data growing old into an outage."""
+    the feed stopped would turn data growing old into an outage. So are remote engines
+    that are all ejected: every answer still goes out, its text the template's."""
     degraded = []
-    if state.engine is None:
+    if state.remote is None and state.engine is None:
         degraded.append("model not loaded: explanations fall back to template text")
     products = 0
     if state.store is not None:
@@ -47,13 +58,23 @@ async def readyz(state: StateDep) -> JSONResponse:
         if products == 0:
             degraded.append("store has no products")
     ready = not degraded
+    if state.remote is not None and not state.remote.status().healthy:  # ready all the same
+        degraded.append("no engine replica is healthy: explanations are template text")
     if state.events is not None:
         degraded += state.events.problems()
+    if state.shared is not None:
+        degraded += state.shared.problems()
     body: dict[str, Any] = {"ready": ready, "products": products, "degraded": degraded}
+    if state.settings.worker is not None:
+        body["worker"] = {"index": state.settings.worker, "pid": os.getpid()}
     if state.answerer is not None and state.answerer.explanations is not None:
         body["explanations"] = _explanations(state)
     if state.events is not None:
         body["events"] = state.events.status()
+    if state.remote is not None:
+        body["engines"] = [asdict(r) for r in state.remote.status().replicas]
+    if state.shared is not None and state.shared.shared:
+        body["shared"] = state.shared.status()
     if state.audit is not None:
         body["audit"] = _audit(state.audit)
     return JSONResponse(body, status_code=200 if ready else 503)
@@ -95,8 +116,11 @@ def _audit(log: AuditLog) -> dict[str, Any]:
 
 @router.get("/metrics")
 async def metrics(state: StateDep) -> Response:
-    engine = state.running_engine()
-    text = generate_latest(engine.metrics.registry)
+    text = (
+        b""
+        if state.remote is not None
+        else generate_latest(state.running_engine().metrics.registry)
+    )
     if state.answerer is not None:
         text += generate_latest(state.answerer.metrics.registry)
     return Response(text, media_type=CONTENT_TYPE_LATEST)

@@ -47,13 +47,21 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
-    priority: Literal["high", "medium", "low"] | None = None
-    """At most the key's class; none asked: the key's class (medium without keys)."""
+    priority: Literal["high", "medium", "low", "background"] | None = None
+    """At most the key's class; none asked: the key's class (medium without keys).
+    background: no deadline, tokens only when no other class needs the engine."""
     deadline_ms: int | None = Field(default=None, ge=1, le=MAX_DEADLINE_MS)
     deadline_policy: Literal["complete", "sentence"] = "complete"
     """complete: admitted only when max_tokens are expected by the deadline; sentence:
     admitted when a first sentence fits, stopped at a sentence end (finish_reason
     "deadline")."""
+
+    continue_final_message: bool = False
+    """vLLM's field: the final assistant message is the start of the answer, continued
+    (the engine's answer_prefix) instead of closed and followed by a new turn."""
+    add_generation_prompt: bool = True
+    """vLLM's companion field; worthit continues or opens the assistant's turn by
+    continue_final_message alone."""
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:

@@ -16,10 +16,12 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.audit import AuditLog
 from worthit.engine.engine import Engine
+from worthit.engine.router import Router
 from worthit.market.store import MarketStore
 from worthit.server.event_service import EventService
-from worthit.server.ratelimit import TenantLimiter
+from worthit.server.ratelimit import Limiter
 from worthit.server.settings import ServiceSettings
+from worthit.server.shared_state import SharedState
 from worthit.server.tenants import TenantStore
 
 
@@ -34,7 +36,7 @@ class ServiceState:
     """None when the service is the engine alone."""
     tenants: TenantStore | None
     """None when auth is off (the demo)."""
-    limiter: TenantLimiter
+    limiter: Limiter
     engine: Engine | None = None
     answerer: Answerer | None = None
     generator: ExplanationGenerator | None = None
@@ -43,6 +45,10 @@ class ServiceState:
     """The log every answer is appended to (None: no market, or off in the settings)."""
     events: EventService | None = None
     """The event bus and the live simulator feeding it (None: no market)."""
+    shared: SharedState | None = None
+    """What this process shares with the other workers through Redis (`--redis`)."""
+    remote: Router | None = None
+    """The engine replicas `worthit serve --engine URL` routes to (no local engine then)."""
 
     def running_engine(self) -> Engine:
         if self.engine is None:

@@ -1,0 +1,497 @@
+"""A client for one OpenAI-compatible engine replica, streaming over HTTP.
+
+Which wire a replica gets is read from its `GET /v1/models` (`owned_by`):
+
+* worthit's own engine (`worthit engine serve`): `/v1/chat/completions` with the answer's
+  start as a final assistant message and `continue_final_message` (vLLM's field, which
+  worthit's chat API maps to the engine's `answer_prefix`: the same tokens as in process),
+  plus worthit's `priority`, `deadline_ms` and `deadline_policy` "sentence". A refusal
+  comes back as HTTP 503 `deadline_unmeetable` and is raised as `AdmissionRefusedError`.
+* vLLM, SGLang, llama-server: the same chat request without worthit's fields (vLLM and
+  SGLang honour `continue_final_message`; llama-server continues a final assistant
+  message on its own). The deadline becomes `max_tokens` (from this replica's measured
+  pace) and a client timeout: text cut by it ends "deadline", as worthit's engine cuts.
+* llama_cpp.server (`owned_by: "me"`): its chat handler always closes the last message
+  and opens a new assistant turn, so it cannot continue an answer; it gets
+  `/v1/completions` with the prompt rendered here by worthit's chat template (ChatML
+  unless told otherwise: SmolLM2's and Qwen's). It streams no usage: completion tokens
+  are counted one a chunk, as it sends them.
+
+Failures: one retry on a connect failure (refused, timed out), never once the request
+was sent, so a token is never produced twice; every other failure (the replica died
+mid-stream, a read timed out, a 5xx) ends the stream with finish_reason "error", which
+the answer flow turns into its template. Abort closes the HTTP stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from httpx_sse import EventSource
+
+from worthit.engine.chat import CHATML, ChatMessage, ChatTemplate
+from worthit.engine.errors import AdmissionRefusedError, EngineError, PromptTooLongError
+from worthit.engine.sequence import FinishReason, Priority, SamplingParams
+from worthit.engine.streams import Completion, Delta
+
+log = logging.getLogger(__name__)
+
+CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+"""Failures before the request left: the only ones worth one more try."""
+
+
+class EngineUnavailableError(EngineError):
+    """A replica did not answer its model list (down, or not an OpenAI-compatible server)."""
+
+
+class Wire(enum.StrEnum):
+    WORTHIT = "worthit"
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+
+OWNERS = {"worthit": Wire.WORTHIT, "me": Wire.COMPLETIONS}
+"""`owned_by` in /v1/models → wire; anything else speaks OpenAI chat."""
+
+
+@dataclass(frozen=True)
+class RemoteTimeouts:
+    connect_s: float = 1.0
+    read_s: float = 10.0
+    """The longest silence between two chunks of a live request."""
+    background_read_s: float = 300.0
+    """The same for a background request, which a worthit replica pauses while live work
+    runs: a pause is not a failure."""
+    probe_s: float = 2.0
+    """A health probe's whole budget."""
+
+    def for_request(self, priority: Priority) -> httpx.Timeout:
+        read = self.background_read_s if priority.is_background else self.read_s
+        return httpx.Timeout(read, connect=self.connect_s)
+
+    grace_s: float = 0.5
+    """How long past its deadline a worthit replica, which stops itself, is waited for."""
+
+
+@dataclass
+class Pace:
+    """A replica's measured speed (moving averages): what maps a deadline to max_tokens
+    for servers that take no deadline."""
+
+    ttft_s: float = 0.3
+    token_s: float = 0.05
+    weight: float = 0.2
+
+    def observe(self, ttft_s: float | None, tokens: int, e2e_s: float) -> None:
+        if ttft_s is None:
+            return
+        self.ttft_s += self.weight * (ttft_s - self.ttft_s)
+        if tokens > 1:
+            per_token = (e2e_s - ttft_s) / (tokens - 1)
+            self.token_s += self.weight * (per_token - self.token_s)
+
+    def tokens_by(self, deadline_s: float) -> int:
+        return max(1, int((deadline_s - self.ttft_s) / max(self.token_s, 1e-4)))
+
+
+@dataclass
+class Health:
+    """Consecutive failures of one replica; ejected at `threshold`, readmitted by a probe."""
+
+    threshold: int = 2
+    failures: int = 0
+    ejected: bool = False
+    ejected_at: float | None = None
+    """time.monotonic() of the ejection."""
+    ejections: int = 0
+
+    def record(self, ok: bool) -> None:
+        if ok:
+            self.failures = 0
+            self.ejected = False
+            return
+        self.failures += 1
+        if self.failures >= self.threshold and not self.ejected:
+            self.ejected = True
+            self.ejected_at = time.monotonic()
+            self.ejections += 1
+
+
+class RemoteEngine:
+    """One replica at `base_url` (the OpenAI base, e.g. http://127.0.0.1:8001/v1).
+    `connect()` reads its model id and wire before the first `submit`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeouts: RemoteTimeouts | None = None,
+        template: ChatTemplate | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or RemoteTimeouts()
+        self.template = template or ChatTemplate(CHATML)
+        self.model_id = ""
+        self.wire = Wire.CHAT
+        self.connected = False
+        """True once `connect()` has read the model id and the wire."""
+        self.pace = Pace()
+        self.health = Health()
+        self.in_flight = 0
+        """Requests placed here and not yet ended: the router's load."""
+        t = self.timeouts
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(t.read_s, connect=t.connect_s),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+
+    def __repr__(self) -> str:
+        return f"RemoteEngine({self.base_url!r})"
+
+    async def connect(self) -> str:
+        """Read the replica's model id and pick its wire; EngineUnavailableError if it
+        does not answer."""
+        try:
+            response = await self._client.get(f"{self.base_url}/models")
+            response.raise_for_status()
+            first = response.json()["data"][0]
+            self.model_id = str(first["id"])
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise EngineUnavailableError(f"{self.base_url}/models: {exc!r}") from None
+        self.wire = OWNERS.get(str(first.get("owned_by", "")), Wire.CHAT)
+        self.connected = True
+        return self.model_id
+
+    async def probe(self) -> bool:
+        """A health check: the model list answers with the model we route for."""
+        try:
+            response = await self._client.get(
+                f"{self.base_url}/models", timeout=self.timeouts.probe_s
+            )
+            ok = response.status_code == 200 and any(
+                str(m.get("id")) == self.model_id for m in response.json().get("data", [])
+            )
+        except (httpx.HTTPError, ValueError, AttributeError):
+            ok = False
+        self.health.record(ok)
+        return ok
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def submit(
+        self,
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        params: SamplingParams | None = None,
+        priority: Priority = Priority.MEDIUM,
+        deadline_s: float | None = None,
+        answer_prefix: str = "",
+        tenant: str | None = None,
+    ) -> RemoteStream:
+        """Queue nothing yet: the request leaves when the stream is first read."""
+        return self.submit_to(
+            [self, self], messages=messages, params=params, priority=priority,
+            deadline_s=deadline_s, answer_prefix=answer_prefix,
+        )  # fmt: skip
+
+    def submit_to(
+        self,
+        targets: Sequence[RemoteEngine],
+        *,
+        messages: Sequence[ChatMessage] | None,
+        params: SamplingParams | None,
+        priority: Priority,
+        deadline_s: float | None,
+        answer_prefix: str,
+    ) -> RemoteStream:
+        """A stream that tries `targets[0]`, and `targets[1]` once if it cannot connect."""
+        if messages is None:
+            raise ValueError("a remote engine takes chat messages")
+        if priority.is_background and deadline_s is not None:
+            raise ValueError("background requests carry no deadline")
+        request = _Request(
+            list(messages), params or SamplingParams(), priority, deadline_s, answer_prefix
+        )
+        return RemoteStream(request, list(targets))
+
+    def _body(self, request: _Request) -> tuple[str, dict[str, Any]]:
+        params = request.params
+        body: dict[str, Any] = {
+            "model": self.model_id,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if params.top_k:
+            body["top_k"] = params.top_k
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if self.wire is Wire.COMPLETIONS:
+            body["prompt"] = self.template.render(request.messages) + request.answer_prefix
+            return "/completions", body
+        messages = [dict(m) for m in request.messages]
+        if request.answer_prefix:
+            messages.append({"role": "assistant", "content": request.answer_prefix})
+            body |= {"continue_final_message": True, "add_generation_prompt": False}
+        body["messages"] = messages
+        if self.wire is Wire.WORTHIT:
+            body["priority"] = request.priority.name.lower()
+            body["deadline_policy"] = "sentence"
+            if request.deadline_s is not None:
+                body["deadline_ms"] = max(1, round(request.deadline_s * 1000))
+        elif request.deadline_s is not None:
+            body["max_tokens"] = min(params.max_tokens, self.pace.tokens_by(request.deadline_s))
+        return "/chat/completions", body
+
+
+@dataclass(frozen=True)
+class _Request:
+    messages: list[ChatMessage]
+    params: SamplingParams
+    priority: Priority
+    deadline_s: float | None
+    answer_prefix: str
+
+
+class _ReplicaFailedError(Exception):
+    """The replica failed this request (it counts against the replica's health)."""
+
+
+class RemoteStream:
+    """A `TokenStream` over one HTTP response. A refusal or a prompt too long is raised
+    from the first read; any other failure is the last delta, finish_reason "error"."""
+
+    def __init__(self, request: _Request, targets: list[RemoteEngine]) -> None:
+        self.request_id = uuid.uuid4().hex
+        self.completion: Completion | None = None
+        self.replica: RemoteEngine = targets[0]
+        """Where the request went (the second target after a connect failure)."""
+        self._request = request
+        self._targets = targets
+        self._started = time.monotonic()
+        self._deadline = None if request.deadline_s is None else self._started + request.deadline_s
+        self._events: AsyncGenerator[Delta, None] | None = None
+        self._done = False
+        self._closing: set[asyncio.Task[None]] = set()
+        targets[0].in_flight += 1
+
+    def __aiter__(self) -> RemoteStream:
+        return self
+
+    async def __anext__(self) -> Delta:
+        if self._done:
+            raise StopAsyncIteration
+        if self._events is None:
+            self._events = self._run()
+        try:
+            delta = await anext(self._events)
+        except BaseException:
+            self._end()
+            raise
+        if delta.finish_reason is not None:
+            self._end()
+            await self._events.aclose()  # the connection goes back to the pool now
+        return delta
+
+    def abort(self) -> None:
+        """Close the HTTP stream: a worthit replica aborts the request when it sees that."""
+        if self._done:
+            return
+        self._end()
+        if self._events is not None:
+            closing = asyncio.get_running_loop().create_task(self._events.aclose())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+
+    def _end(self) -> None:
+        if not self._done:
+            self._done = True
+            self.replica.in_flight -= 1
+
+    async def _run(self) -> AsyncGenerator[Delta, None]:
+        for attempt, replica in enumerate(self._targets[:2]):
+            if replica is not self.replica:
+                self.replica.in_flight -= 1
+                replica.in_flight += 1
+                self.replica = replica
+            path, body = replica._body(self._request)
+            http = replica._client
+            try:
+                request = http.build_request(
+                    "POST",
+                    replica.base_url + path,
+                    content=orjson.dumps(body),
+                    headers={"content-type": "application/json"},
+                    timeout=replica.timeouts.for_request(self._request.priority),
+                )
+                response = await http.send(request, stream=True)
+            except CONNECT_ERRORS as exc:
+                replica.health.record(False)
+                log.warning("engine %s: cannot connect (%r)", replica.base_url, exc)
+                if attempt + 1 < min(2, len(self._targets)):
+                    continue
+                yield self._failed()
+                return
+            except httpx.HTTPError as exc:
+                replica.health.record(False)
+                log.warning("engine %s: %r", replica.base_url, exc)
+                yield self._failed()
+                return
+            try:
+                async with aclosing(self._read(replica, response)) as deltas:
+                    async for delta in deltas:
+                        yield delta
+            except _ReplicaFailedError as exc:
+                replica.health.record(False)
+                log.warning("engine %s failed mid-request: %s", replica.base_url, exc)
+                yield self._failed()
+            finally:
+                await response.aclose()
+            return
+
+    async def _read(
+        self, replica: RemoteEngine, response: httpx.Response
+    ) -> AsyncGenerator[Delta, None]:
+        if response.status_code != 200:
+            await response.aread()
+            _raise_refusal(replica, response)
+        text: list[str] = []
+        chunks = 0
+        finish: FinishReason | None = None
+        usage: dict[str, Any] = {}
+        evidence: dict[str, Any] = {}
+        ttft: float | None = None
+        events = EventSource(response).aiter_sse()
+        grace = replica.timeouts.grace_s if replica.wire is Wire.WORTHIT else 0.0
+        while True:
+            try:
+                event = await self._next_event(events, grace)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                finish = FinishReason.DEADLINE if text else FinishReason.EXPIRED
+                break
+            except httpx.HTTPError as exc:
+                raise _ReplicaFailedError(repr(exc)) from None
+            if event.data.strip() == "[DONE]":
+                break
+            try:
+                data = orjson.loads(event.data)
+            except orjson.JSONDecodeError:
+                raise _ReplicaFailedError(f"not JSON: {event.data[:80]!r}") from None
+            if "error" in data:
+                raise _ReplicaFailedError(str(data["error"]))
+            usage = data.get("usage") or usage
+            evidence = data.get("worthit") or evidence
+            for choice in data.get("choices") or ():
+                piece = _piece(choice)
+                if piece:
+                    if ttft is None:
+                        ttft = time.monotonic() - self._started
+                    text.append(piece)
+                    chunks += 1
+                    yield Delta(self.request_id, piece, ())
+                if choice.get("finish_reason"):
+                    finish = _finish(str(choice["finish_reason"]))
+        if finish is None:
+            raise _ReplicaFailedError("the stream ended without a finish_reason")
+        replica.health.record(True)
+        self.completion = self._completion("".join(text), finish, usage, evidence, chunks, ttft)
+        replica.pace.observe(ttft, self.completion.completion_tokens, self.completion.e2e_s)
+        yield Delta(self.request_id, "", (), finish)
+
+    async def _next_event(self, events: AsyncIterator[Any], grace: float) -> Any:
+        if self._deadline is None:
+            return await anext(events)
+        left = self._deadline + grace - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return await asyncio.wait_for(anext(events), left)
+
+    def _failed(self) -> Delta:
+        self.completion = self._completion("", FinishReason.ERROR, {}, {}, 0, None)
+        return Delta(self.request_id, "", (), FinishReason.ERROR)
+
+    def _completion(
+        self,
+        text: str,
+        finish: FinishReason,
+        usage: dict[str, Any],
+        evidence: dict[str, Any],
+        chunks: int,
+        ttft_s: float | None,
+    ) -> Completion:
+        details = usage.get("prompt_tokens_details") or {}
+
+        def seconds(key: str) -> float | None:
+            value = evidence.get(key)
+            return None if value is None else float(value) / 1000
+
+        return Completion(
+            request_id=self.request_id,
+            text=text,
+            token_ids=(),
+            finish_reason=finish,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or chunks),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+            truncated_messages=int(evidence.get("truncated_messages") or 0),
+            preemptions=int(evidence.get("preemptions") or 0),
+            queue_s=seconds("queue_ms"),
+            ttft_s=ttft_s,
+            prefill_s=seconds("prefill_ms") or 0.0,
+            e2e_s=time.monotonic() - self._started,
+        )
+
+
+def _piece(choice: dict[str, Any]) -> str | None:
+    """The new text of a chat chunk's delta or a completion chunk."""
+    piece = choice["text"] if "text" in choice else (choice.get("delta") or {}).get("content")
+    return piece if isinstance(piece, str) else None
+
+
+def _finish(value: str) -> FinishReason:
+    try:
+        return FinishReason(value)
+    except ValueError:
+        return FinishReason.STOP
+
+
+def _raise_refusal(replica: RemoteEngine, response: httpx.Response) -> None:
+    """A worthit refusal or a prompt too long as the engine's own errors (the replica is
+    healthy: it answered); any other status is the replica failing the request."""
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    code = error.get("code") if isinstance(error, dict) else None
+    message = str(error.get("message", "")) if isinstance(error, dict) else ""
+    if response.status_code == 503 and code in ("deadline_unmeetable", "queue_full"):
+        replica.health.record(True)
+        reason = "deadline" if code == "deadline_unmeetable" else "queue_full"
+        estimated, budget = error.get("estimated_ms"), error.get("budget_ms")
+        raise AdmissionRefusedError(
+            "remote", reason,
+            None if estimated is None else float(estimated) / 1000,
+            None if budget is None else float(budget) / 1000,
+        )  # fmt: skip
+    if response.status_code == 400 and code == "context_length_exceeded":
+        replica.health.record(True)
+        raise PromptTooLongError(int(error.get("n_tokens") or 0), int(error.get("limit") or 0))
+    raise _ReplicaFailedError(f"HTTP {response.status_code}: {message or response.text[:200]}")

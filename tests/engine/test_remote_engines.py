@@ -1,0 +1,296 @@
+"""Remote engines over the OpenAI wire: two real `worthit engine serve` replicas (one more
+killed mid-stream), a real llama_cpp.server, and `worthit serve --engine URL` in front.
+
+Every answer must end in an explanation whatever a replica does: a refusal is the same
+fallback as in process, a dead replica is the template and an ejection, never a lost
+answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from worthit.answer.live import explain_live
+from worthit.decide.decider import Decision, DecisionStatus
+from worthit.decide.intent import parse_intent
+from worthit.engine.backend import EngineBackend
+from worthit.engine.remote import RemoteEngine, Wire
+from worthit.engine.router import Router
+from worthit.engine.sequence import FinishReason, SamplingParams
+from worthit.explain.explainer import Explanation, ExplanationRun
+
+from engine_fixtures import model_path
+from factories import make_sheet, make_verdict
+from replica_processes import Replica, free_port, llama_cpp_replica, worthit_replica
+
+pytestmark = pytest.mark.slow
+
+__all__ = ["model_path"]
+
+PRODUCTS = [f"Aurora NC{700 + 10 * i} Headphones" for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Replica]]:
+    """Three replicas started at once: two to serve, one to kill."""
+    logs = tmp_path_factory.mktemp("replicas")
+    three = [worthit_replica(logs).start() for _ in range(3)]
+    try:
+        yield [replica.wait_ready() for replica in three]
+    finally:
+        for replica in three:
+            replica.stop()
+
+
+@pytest.fixture(scope="module")
+def replicas(started: list[Replica]) -> tuple[Replica, Replica]:
+    return started[0], started[1]
+
+
+@pytest.fixture(scope="module")
+def doomed(started: list[Replica]) -> Replica:
+    return started[2]
+
+
+@pytest.fixture(scope="module")
+def llama_cpp(tmp_path_factory: pytest.TempPathFactory, model_path: Path) -> Iterator[Replica]:
+    replica = llama_cpp_replica(tmp_path_factory.mktemp("llama-cpp"), model_path).start()
+    try:
+        yield replica.wait_ready()
+    finally:
+        replica.stop()
+
+
+def decision(title: str = PRODUCTS[0]) -> Decision:
+    return Decision(
+        question=f"Is the {title} worth buying?",
+        intent=parse_intent(f"Is the {title} worth buying?"),
+        status=DecisionStatus.ANSWERED,
+        verdict=make_verdict(),
+        sheet=make_sheet(title=title, sku=title.split()[1]),
+    )
+
+
+async def explained(
+    engine: EngineBackend, title: str, deadline_s: float | None = None
+) -> Explanation:
+    items = [i async for i in explain_live(decision(title), engine, deadline_s=deadline_s)]
+    assert isinstance(items[-1], Explanation)
+    return items[-1]
+
+
+def messages(title: str) -> list[dict[str, str]]:
+    return ExplanationRun(decision(title).sheet, make_verdict()).messages  # type: ignore[arg-type]
+
+
+async def until(condition: Callable[[], bool], within_s: float = 30) -> None:
+    give_up = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < give_up, "condition not reached"
+        await asyncio.sleep(0.05)
+
+
+def test_a_worthit_replica_continues_the_answer_and_reports_its_tokens(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    async def main() -> tuple[Explanation, int, int]:
+        engine = RemoteEngine(replicas[0].url)
+        try:
+            assert await engine.connect() == "SmolLM2-135M-Instruct.Q4_1.gguf"
+            assert engine.wire is Wire.WORTHIT
+            final = await explained(engine, PRODUCTS[0])
+            run = ExplanationRun(decision().sheet, make_verdict())
+            closed = httpx.post(  # the same prompt with the answer's start as a closed turn
+                replicas[0].url + "/chat/completions",
+                json={
+                    "messages": [*run.messages, {"role": "assistant", "content": run.prefix}],
+                    "max_tokens": 1,
+                    "stream": False,
+                },
+                timeout=60,
+            ).json()
+            return final, closed["usage"]["prompt_tokens"], final.tokens["prompt"]
+        finally:
+            await engine.aclose()
+
+    final, closed_prompt, continued_prompt = asyncio.run(main())
+    assert final.source == "llm" or final.fallback_reason
+    assert final.tokens["completion"] > 0
+    assert 0 < continued_prompt < closed_prompt  # no end-of-turn, no second assistant header
+
+
+def test_a_deadline_a_replica_cannot_meet_is_the_same_refusal_as_in_process(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    async def main() -> Explanation:
+        engine = RemoteEngine(replicas[0].url)
+        try:
+            await engine.connect()
+            return await explained(engine, PRODUCTS[1], deadline_s=0.105)  # 5 ms for the model
+        finally:
+            await engine.aclose()
+
+    final = asyncio.run(main())
+    assert (final.source, final.fallback_reason) == ("template", "refused_deadline")
+    assert final.timings_ms["llm_estimate"] > final.timings_ms["llm_budget"]
+
+
+def test_the_router_keeps_each_products_prompts_on_one_replica(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    async def main() -> tuple[dict[str, set[str]], list[Explanation], int]:
+        router = Router([r.url for r in replicas])
+        await router.start()
+        try:
+            homes: dict[str, set[str]] = {}
+            for title in PRODUCTS:
+                for verdict_text in ("", " (again)"):
+                    msgs = messages(title)
+                    msgs[-1] = {**msgs[-1], "content": msgs[-1]["content"] + verdict_text}
+                    homes.setdefault(title, set()).add(router.route(msgs)[0].base_url)
+            finals = await asyncio.gather(*(explained(router, t) for t in PRODUCTS[:4]))
+            return homes, list(finals), router.status().healthy
+        finally:
+            await router.aclose()
+
+    homes, finals, healthy = asyncio.run(main())
+    assert all(len(home) == 1 for home in homes.values())
+    assert {url for home in homes.values() for url in home} == {r.url for r in replicas}
+    assert all(f.tokens["completion"] > 0 for f in finals)
+    assert healthy == 2
+
+
+def test_a_replica_killed_mid_stream_costs_no_answer_and_is_ejected(
+    replicas: tuple[Replica, Replica], doomed: Replica
+) -> None:
+    """Its streams end in the template, the router ejects it and the other replica serves
+    every product from then on; a probe readmits nothing that stays dead."""
+    try:
+
+        async def main() -> None:
+            router = Router([replicas[1].url, doomed.url], probe_interval_s=0.2)
+            await router.start()
+            try:
+                on_doomed = [
+                    t for t in PRODUCTS if router.route(messages(t))[0].base_url == doomed.url
+                ]
+                assert len(on_doomed) >= 2
+                run = ExplanationRun(decision(on_doomed[0]).sheet, make_verdict())
+                raw = router.submit(messages=run.messages, answer_prefix=run.prefix,
+                                    params=SamplingParams(max_tokens=300))  # fmt: skip
+                answers = [asyncio.create_task(explained(router, t)) for t in on_doomed[1:4]]
+                first = await anext(raw)
+                while not first.text:
+                    first = await anext(raw)
+                doomed.kill()
+                rest = [d async for d in raw]
+                assert rest[-1].finish_reason is FinishReason.ERROR
+                for final in await asyncio.gather(*answers):  # none lost
+                    assert final.source == "llm" or final.fallback_reason
+                await until(lambda: not router.status().replicas[1].healthy)
+                status = {r.url: r for r in router.status().replicas}
+                assert status[doomed.url].ejections == 1 and status[replicas[1].url].healthy
+                after = await asyncio.gather(*(explained(router, t) for t in on_doomed[:3]))
+                assert all(f.fallback_reason != "engine_error" for f in after)
+                assert all(f.tokens["completion"] > 0 for f in after)  # the survivor wrote them
+                await asyncio.sleep(0.5)  # probes of a dead replica keep it out
+                assert not router.status().replicas[1].healthy
+            finally:
+                await router.aclose()
+
+        asyncio.run(main())
+    finally:
+        doomed.kill()
+
+
+def test_llama_cpp_server_writes_the_same_continuation_as_a_worthit_replica(
+    replicas: tuple[Replica, Replica], llama_cpp: Replica
+) -> None:
+    """Its /v1/completions with the prompt rendered here continues the answer's start as
+    worthit's continue_final_message does: greedy, the same opening words."""
+
+    async def main() -> tuple[Wire, Explanation, str, str]:
+        anchor, ours = RemoteEngine(llama_cpp.url), RemoteEngine(replicas[0].url)
+        try:
+            await anchor.connect()
+            await ours.connect()
+            final = await explained(anchor, PRODUCTS[2])
+            run = ExplanationRun(decision(PRODUCTS[2]).sheet, make_verdict())
+            texts = []
+            for engine in (anchor, ours):
+                stream = engine.submit(messages=run.messages, answer_prefix=run.prefix,
+                                       params=SamplingParams(max_tokens=8))  # fmt: skip
+                texts.append("".join([d.text async for d in stream]))
+            return anchor.wire, final, texts[0], texts[1]
+        finally:
+            await anchor.aclose()
+            await ours.aclose()
+
+    wire, final, theirs, ours = asyncio.run(main())
+    assert wire is Wire.COMPLETIONS
+    assert final.source == "llm" or final.fallback_reason
+    assert final.tokens["completion"] > 0  # counted a chunk a token: it streams no usage
+    assert theirs.split()[:3] == ours.split()[:3] and theirs.strip()
+
+
+def test_worthit_serve_with_remote_engines_answers_over_http(
+    replicas: tuple[Replica, Replica], small_market: Path, tmp_path: Path
+) -> None:
+    market = tmp_path / "market.db"
+    shutil.copy(small_market, market)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
+         "--port", str(port), "--no-background", "--live-rate", "0",
+         "--engine", replicas[0].url, "--engine", replicas[1].url],
+        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        give_up = time.monotonic() + 120
+        while True:
+            try:
+                ready = httpx.get(base + "/readyz", timeout=10)
+                if ready.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < give_up
+            time.sleep(0.2)
+        engines = ready.json()["engines"]
+        answer = httpx.post(
+            base + "/v1/decide",
+            json={"question": "Is the Aurora NC700 worth buying?", "deadline_ms": 30000},
+            timeout=60,
+        ).json()
+        models = httpx.get(base + "/v1/models", timeout=10).json()
+        chat = {"model": models["data"][1]["id"], "max_tokens": 4,
+                "messages": [{"role": "user", "content": "Is it worth buying?"}]}  # fmt: skip
+        proxied = httpx.post(base + "/v1/chat/completions", json=chat, timeout=60).json()
+        refused = httpx.post(
+            base + "/v1/chat/completions", json=chat | {"deadline_ms": 1}, timeout=60
+        )
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, stderr = server.communicate(timeout=60)
+    assert server.returncode == 0, stderr
+    assert [e["healthy"] for e in engines] == [True, True]
+    assert answer["explanation_source"] == "llm" or answer["fallback_reason"], json.dumps(answer)
+    assert answer["explanation"]
+    assert [m["id"] for m in models["data"]] == ["worthit", "SmolLM2-135M-Instruct.Q4_1.gguf"]
+    assert f"engines {replicas[0].url}" in stderr
+    assert proxied["usage"]["completion_tokens"] > 0  # plain chat goes on to a replica
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "deadline_unmeetable"
