@@ -20,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from worthit.engine.engine import Engine
+from worthit.server.https import HttpsServer, TlsFiles
 from worthit.server.transport import DEFAULT_LIMITS, TransportLimits, uvicorn_config
 
 ENGINE_NICE = 5
@@ -43,21 +44,44 @@ def _yield_cpu_to(http: threading.Thread, nice: int) -> None:
 
 def run(
     app: FastAPI,
-    engine: Engine,
+    engine: Engine | None,
     host: str,
     port: int,
     engine_nice: int = 0,
     limits: TransportLimits = DEFAULT_LIMITS,
+    tls: TlsFiles | None = None,
 ) -> None:
     """Serve app until SIGINT/SIGTERM, driving engine (claimed, not started) here.
     engine_nice > 0 lowers the priority of every thread but uvicorn's (the shopper
     service does, so a verdict preempts a decode step); `limits` bound what a
-    connection may hold before the app sees it.
+    connection may hold before the app sees it. With `tls`, Hypercorn serves HTTPS and
+    HTTP/2 in uvicorn's place (server/https.py).
+
+    `engine` None (the engine is remote, `worthit serve --engine URL`): the HTTP server
+    runs on this thread, as nothing here needs it.
 
     Raises SystemExit(1) when uvicorn could not start (the port is taken, say): it has
     logged why.
     """
-    server = uvicorn.Server(uvicorn_config(app, host, port, limits))
+    server: uvicorn.Server | HttpsServer = (
+        uvicorn.Server(uvicorn_config(app, host, port, limits))
+        if tls is None
+        else HttpsServer(app, host, port, tls, limits)
+    )
+
+    def shut_down(signum: int, frame: FrameType | None) -> None:
+        server.handle_exit(signum, frame)  # a second Ctrl-C forces it, as uvicorn's own
+
+    previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if engine is None:
+        try:
+            server.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if not server.started:
+            raise SystemExit(1)
+        return
 
     def serve_http() -> None:
         try:
@@ -65,10 +89,6 @@ def run(
         finally:
             engine.stop()
 
-    def shut_down(signum: int, frame: FrameType | None) -> None:
-        server.handle_exit(signum, frame)  # a second Ctrl-C forces it, as uvicorn's own
-
-    previous = {sig: signal.signal(sig, shut_down) for sig in (signal.SIGINT, signal.SIGTERM)}
     http = threading.Thread(target=serve_http, name="worthit-http")
     http.start()
     if engine_nice:
