@@ -1,12 +1,15 @@
 """Price watches through the real service: tenant scoping, signed webhooks to a real
 local HTTP server (retried, at-least-once, across a restart), the SSE stream, fire-once;
-and the page's "tell me when" button in headless Chromium."""
+and the page's "tell me when" button in headless Chromium, keyless and keyed, across a
+lost stream."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,9 +30,9 @@ from worthit.server.watch_delivery import HookUrlError, RetryPolicy, check_hook_
 
 from conftest import MARKET_NOW_MS
 from live_server import LiveServer
-from service_fixtures import fake_engine, keyed_service, market_copy, market_settings, open_service
+from service_fixtures import fake_engine, keyed_service, market_copy, market_settings
 
-__all__ = ["keyed_service", "market_copy", "open_service"]
+__all__ = ["keyed_service", "market_copy"]
 
 WAIT_SKU = "S2"
 """WAIT in the small market at 719.43 (an all-time low of 533.49); BUY at 500."""
@@ -316,24 +319,84 @@ def test_backoff_doubles_with_jitter_up_to_the_cap(attempts: int, seed: int) -> 
     assert full / 2 <= delay <= full
 
 
+class Relay:
+    """A TCP relay in front of the service, so a test can cut the browser's connections
+    (and refuse new ones) the way a lost network would; Chromium's offline emulation
+    leaves an open stream alone."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.held = False
+        self.conns: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self) -> None:
+        """Drop every open connection and refuse new ones until `release`."""
+        self.held = True
+        for conn in self.conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self.conns.clear()
+
+    def release(self) -> None:
+        self.held = False
+
+    def close(self) -> None:
+        self.hold()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self.listener.accept()
+                if self.held:
+                    client.close()
+                    continue
+                server = socket.create_connection(("127.0.0.1", self.upstream_port))
+                self.conns += [client, server]
+                for a, b in ((client, server), (server, client)):
+                    threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+
 @pytest.mark.slow
-def test_the_page_offers_tell_me_when_on_a_wait_card(
-    open_service: LiveServer,
-) -> None:
-    """Click "tell me when" on S2's WAIT card; a price event turns it BUY; the notice shows."""
-    from playwright.sync_api import sync_playwright
+@pytest.mark.parametrize("keyed", [False, True], ids=["demo", "keyed"])
+def test_the_page_offers_tell_me_when_on_a_wait_card(market_copy: Path, keyed: bool) -> None:
+    """Click "tell me when" on S2's WAIT card; the stream drops and the price event that
+    turns it BUY comes while it is down; the page reconnects with Last-Event-ID, and the
+    notice shows. Keyed, every call (the stream too) carries the key in `Authorization`."""
+    from playwright.sync_api import Request, sync_playwright
     from test_page_browser import CHROMIUM, FLAGS
 
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is missing: `make test` installs it")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    base = open_service.base_url
-    with sync_playwright() as pw:
+    headers = key(market_copy, "shopper") if keyed else {}
+    settings = market_settings(market_copy, auth=keyed)
+    with LiveServer(create_app(settings, engine=fake_engine())) as service, sync_playwright() as pw:
+        base = service.base_url
+        relay = Relay(int(base.rsplit(":", 1)[1]))
         real_clock: dict[str, str | float | bool] = {
             k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")
         }
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, env=real_clock)
-        page = browser.new_page(viewport={"width": 1100, "height": 1100})
+        context = browser.new_context(viewport={"width": 1100, "height": 1100})
+        page = context.new_page()
+        if keyed:  # where the page keeps an operator's key (app.js `headers()`)
+            secret = headers["Authorization"].removeprefix("Bearer ")
+            page.add_init_script(
+                f"localStorage.setItem('worthit.apiKey', {json.dumps(json.dumps(secret))})"
+            )
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         blocked: list[str] = []
@@ -341,17 +404,33 @@ def test_the_page_offers_tell_me_when_on_a_wait_card(
             "console",
             lambda msg: blocked.append(msg.text) if "Content Security Policy" in msg.text else None,
         )
-        page.goto(base + "/")
+        streams: list[Request] = []
+        page.on("request", lambda r: streams.append(r) if "/v1/watches/events" in r.url else None)
+        page.goto(relay.base_url + "/")
         page.fill("#q", "Lumina 55U8")
         page.locator("#suggestions li", has_text="Lumina 55U8").first.click(timeout=20_000)
         page.wait_for_selector("#verdict[data-verdict='WAIT']", timeout=30_000)
+        page.wait_for_selector("#watch-button:visible", timeout=10_000)
+        page.screenshot(path=str(ARTIFACTS / f"watch-wait-{'keyed' if keyed else 'demo'}.png"))
         page.click("#watch-button", timeout=10_000)
         page.wait_for_selector("#watch-status:has-text('We’ll tell you')", timeout=10_000)
-        post_events(base, {}, price("p1", 500.0))
+        relay.hold()  # the stream is lost...
+        post_events(base, headers, price("p1", 500.0))  # ...when the watch fires
+        eventually(lambda: [w["state"] for w in listed(base, headers).values()] == ["fired"],
+                   "the watch fired")  # fmt: skip
+        relay.release()
         page.wait_for_selector("#watch-notice:not([hidden])", timeout=20_000)
         notice = page.inner_text("#watch-notice")
         page.screenshot(path=str(ARTIFACTS / "watch.png"), full_page=True)
+        sent = [r.all_headers() for r in streams]
         browser.close()
+        relay.close()
     assert not errors and not blocked
     assert "Worth buying now" in notice
-    assert [w["state"] for w in listed(base, {}).values()] == ["fired"]
+    assert len(sent) >= 2, "the page should have opened the stream again"
+    assert "last-event-id" not in sent[0] and sent[-1]["last-event-id"]
+    for request_headers in sent:
+        assert ("authorization" in request_headers) is keyed
+    if keyed:
+        assert all(r.url == relay.base_url + "/v1/watches/events" for r in streams)  # no key
+        assert {h["authorization"] for h in sent} == {headers["Authorization"]}

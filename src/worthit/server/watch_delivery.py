@@ -19,7 +19,10 @@ later (the fired watch in the listing keeps its notification).
 URLs are checked for SSRF twice, when the watch is created and before each attempt (the
 name may resolve elsewhere by then): http or https only, and, unless private hooks are
 allowed (the demo, or `ServiceSettings.watch_hooks_private`), every address the host
-resolves to must be a global one.
+resolves to must be a global one. Each attempt resolves the name once and connects to the
+addresses it checked (the URL's host still in `Host`, SNI and the certificate check), so
+a name re-pointed at 127.0.0.1 between the check and the connection (DNS rebinding)
+reaches nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import ipaddress
 import logging
 import random
 import socket
-from collections.abc import Iterator
+import ssl
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +57,9 @@ MAX_IN_FLIGHT = 16
 STREAM_BACKLOG = 100
 """Notifications an SSE stream may fall behind by before it misses some."""
 MAX_URL_CHARS = 2048
+MAX_ADDRESSES_TRIED = 3
+"""Checked addresses a delivery tries in turn: a name with many unreachable ones must not
+hold a delivery slot for a connect timeout each."""
 
 
 class HookUrlError(ValueError):
@@ -72,9 +79,58 @@ class RetryPolicy:
         return backoff * rng.uniform(0.5, 1.0)
 
 
-def check_hook_url(url: str, *, allow_private: bool) -> None:
+Resolver = Callable[[str, int], list[str]]
+"""A host name and port to the addresses it resolves to now (blocking)."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+@dataclass(frozen=True, slots=True)
+class HookTarget:
+    """A webhook URL and the addresses, resolved once and checked, its delivery connects to.
+
+    The connection goes to these addresses, never to a second resolution of the name, so a
+    name that resolves public for the check and private a moment later (DNS rebinding)
+    cannot steer the delivery: what was checked is what is called."""
+
+    url: httpx.URL
+    addresses: tuple[str, ...]
+
+    def pinned_url(self, address: str) -> httpx.URL:
+        return self.url.copy_with(host=address, port=self.url.port or _default_port(self.url))
+
+    @property
+    def host_header(self) -> str:
+        return self.url.netloc.decode("ascii")
+
+    @property
+    def sni_hostname(self) -> str:
+        return _ascii_host(self.url)
+
+
+def check_hook_url(url: str, *, allow_private: bool, resolve: Resolver = system_resolver) -> None:
     """Raise HookUrlError unless `url` is http(s) and (unless allowed) public. Resolves
     the host name: blocking, so call it off the event loop."""
+    parts = _hook_parts(url)
+    if not allow_private:
+        port = parts.port or _default_port(parts)
+        _checked_addresses(_ascii_host(parts), port, resolve, allow_private=False)
+
+
+def resolve_hook(
+    url: str, *, allow_private: bool, resolve: Resolver = system_resolver
+) -> HookTarget:
+    """Check `url` as check_hook_url does and pin the addresses it resolves to (also when
+    private ones are allowed: the delivery never resolves the name again)."""
+    parts = _hook_parts(url)
+    port = parts.port or _default_port(parts)
+    return HookTarget(parts, _checked_addresses(_ascii_host(parts), port, resolve, allow_private))
+
+
+def _hook_parts(url: str) -> httpx.URL:
     if len(url) > MAX_URL_CHARS:
         raise HookUrlError(f"at most {MAX_URL_CHARS} characters")
     parts = urlsplit(url)
@@ -84,22 +140,47 @@ def check_hook_url(url: str, *, allow_private: bool) -> None:
         raise HookUrlError("must name a host")
     if parts.username is not None or parts.password is not None:
         raise HookUrlError("must not carry credentials")
-    if allow_private:
-        return
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except (OSError, ValueError) as exc:
-        raise HookUrlError(f"cannot resolve {parts.hostname!r}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
+        parts.port  # noqa: B018 - raises for a port out of range
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise HookUrlError(f"not a valid URL: {exc}") from None
+    if not parsed.host:
+        raise HookUrlError("must name a host")
+    return parsed
+
+
+def _ascii_host(url: httpx.URL) -> str:
+    """The name as DNS and TLS see it (IDNA), without an IPv6 literal's brackets."""
+    return url.raw_host.decode("ascii")
+
+
+def _default_port(url: httpx.URL) -> int:
+    return 443 if url.scheme == "https" else 80
+
+
+def _checked_addresses(
+    host: str, port: int, resolve: Resolver, allow_private: bool
+) -> tuple[str, ...]:
+    try:
+        found = resolve(host, port)
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise HookUrlError(f"cannot resolve {host!r}: {exc}") from None
+    if not found:
+        raise HookUrlError(f"cannot resolve {host!r}: no addresses")
+    for found_address in found:
+        try:
+            address = ipaddress.ip_address(found_address)
+        except ValueError:
+            raise HookUrlError(f"{host!r} resolved to {found_address!r}, not an address") from None
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
-        if not address.is_global or address.is_multicast:
+        if not allow_private and (not address.is_global or address.is_multicast):
             raise HookUrlError(
-                f"{parts.hostname!r} resolves to {address}, a loopback, private or reserved "
+                f"{host!r} resolves to {address}, a loopback, private or reserved "
                 "address: webhooks go to public addresses only"
             )
+    return tuple(found)
 
 
 class WebhookDeliverer:
@@ -112,11 +193,19 @@ class WebhookDeliverer:
         *,
         allow_private: bool,
         rng: random.Random | None = None,
+        resolve: Resolver = system_resolver,
+        verify: ssl.SSLContext | bool = True,
+        poll_s: float | None = None,
     ) -> None:
+        """`poll_s`: look at least this often for deliveries other processes queued (they
+        cannot wake this one); None when only this process queues them."""
         self.store = store
+        self.poll_s = poll_s
         self.policy = policy
         self.allow_private = allow_private
         self.rng = rng or random.Random()
+        self.resolve = resolve
+        self.verify = verify
         self.sent = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -138,8 +227,14 @@ class WebhookDeliverer:
             self._task = None
 
     async def _run(self) -> None:
+        # No kept-alive connections: each delivery connects to the address it just checked,
+        # and a pooled connection would carry one name's TLS session to another's request.
         async with httpx.AsyncClient(
-            timeout=TIMEOUT, follow_redirects=False, trust_env=False
+            timeout=TIMEOUT,
+            follow_redirects=False,
+            trust_env=False,
+            verify=self.verify,
+            limits=httpx.Limits(max_keepalive_connections=0),
         ) as client:
             while True:
                 self._wake.clear()
@@ -153,6 +248,8 @@ class WebhookDeliverer:
                     log.exception("could not read the pending watch deliveries")
                     next_ms = now_ms() + 1000
                 wait_s = None if next_ms is None else max(0, next_ms - now_ms()) / 1000
+                if self.poll_s is not None:
+                    wait_s = self.poll_s if wait_s is None else min(wait_s, self.poll_s)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait_s)
 
@@ -174,7 +271,9 @@ class WebhookDeliverer:
     async def _send(self, client: httpx.AsyncClient, delivery: PendingDelivery) -> str | None:
         """One attempt; None when the receiver took it, else what went wrong."""
         try:
-            await asyncio.to_thread(check_hook_url, delivery.url, allow_private=self.allow_private)
+            target = await asyncio.to_thread(
+                resolve_hook, delivery.url, allow_private=self.allow_private, resolve=self.resolve
+            )
         except HookUrlError as exc:
             return f"refused URL: {exc}"
         timestamp = datetime.now(UTC)
@@ -187,12 +286,32 @@ class WebhookDeliverer:
             "webhook-signature": signature,
         }
         try:
-            response = await client.post(delivery.url, content=delivery.payload, headers=headers)
+            response = await _post_pinned(client, target, delivery.payload, headers)
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if 200 <= response.status_code < 300:
             return None
         return f"HTTP {response.status_code}"
+
+
+async def _post_pinned(
+    client: httpx.AsyncClient, target: HookTarget, body: str, headers: dict[str, str]
+) -> httpx.Response:
+    """POST to the checked addresses in turn (the next only if one cannot be reached); the
+    request naming the URL's host: `Host` for the receiver, SNI and the certificate check
+    for https (httpcore's `sni_hostname` extension)."""
+    headers = headers | {"host": target.host_header}
+    extensions = {"sni_hostname": target.sni_hostname} if target.url.scheme == "https" else {}
+    unreachable: httpx.TransportError | None = None
+    for address in target.addresses[:MAX_ADDRESSES_TRIED]:
+        try:
+            return await client.post(
+                target.pinned_url(address), content=body, headers=headers, extensions=extensions
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            unreachable = exc
+    assert unreachable is not None  # a target has at least one address
+    raise unreachable
 
 
 class WatchStreams:
@@ -227,13 +346,22 @@ class WatchService:
     webhook deliverer and the SSE streams."""
 
     def __init__(
-        self, store: WatchStore, facts: FactsCache, policy: RetryPolicy, *, allow_private: bool
+        self,
+        store: WatchStore,
+        facts: FactsCache,
+        policy: RetryPolicy,
+        *,
+        allow_private: bool,
+        poll_s: float | None = None,
     ) -> None:
         self.store = store
         self.allow_private = allow_private
         self.streams = WatchStreams()
-        self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private)
+        self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private, poll_s=poll_s)
         self.evaluator = WatchEvaluator(store, facts, self._notify)
+        self.fanout: Callable[[str, dict[str, Any]], None] | None = None
+        """Also hands each notification to the other workers' streams (server/shared_state.py,
+        over Redis); this process's own streams get it directly first."""
 
     def start(self) -> None:
         self.deliverer.start()
@@ -246,5 +374,7 @@ class WatchService:
     def _notify(self, fired: list[Notification]) -> None:
         for notification in fired:
             self.streams.publish(notification.tenant, notification.body)
+            if self.fanout is not None:
+                self.fanout(notification.tenant, notification.body)
         if any(notification.delivery_id for notification in fired):
             self.deliverer.wake()

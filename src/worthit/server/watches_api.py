@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worthit.market.timeutil import now_ms
 from worthit.market.watches import DEMO_TENANT, Condition, Delivery, Watch
+from worthit.server import watch_resume
 from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
 from worthit.server.sse import sse_event
@@ -96,10 +97,11 @@ async def list_watches(request: Request, state: StateDep) -> dict[str, Any]:
 @router.get("/v1/watches/events")
 async def watch_events(request: Request, state: StateDep) -> StreamingResponse:
     """The tenant's notifications as they fire: `event: watch`, the webhook's body as data,
-    after `event: ready` (sent once subscribed, so a client knows it misses nothing after)."""
+    after `event: ready` (sent once subscribed, so a client knows it misses nothing after).
+    Resumable: with `Last-Event-ID`, what fired since that id comes first (watch_resume)."""
     service = watch_service(state)
     return StreamingResponse(
-        _stream(service, _tenant(request)),
+        _stream(service, _tenant(request), request.headers.get("last-event-id")),
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -129,16 +131,30 @@ async def delete_watch(watch_id: str, request: Request, state: StateDep) -> Resp
     return Response(status_code=204)
 
 
-async def _stream(service: WatchService, tenant: str) -> AsyncIterator[str]:
+async def _stream(
+    service: WatchService, tenant: str, last_event_id: str | None
+) -> AsyncIterator[str]:
     with service.streams.open(tenant) as queue:
-        yield sse_event("ready", {})
+        subscribed_ms = now_ms()
+        replayed: set[str] = set()
+        if watch_resume.since_ms(last_event_id) is not None:
+            watches = await asyncio.to_thread(service.store.list, tenant)
+            for missed in watch_resume.missed(watches, last_event_id):
+                replayed.add(watch_resume.event_id(missed) or "")
+                yield _watch_event(missed)
+        yield sse_event("ready", {}, watch_resume.ready_id(subscribed_ms))
         while True:
             try:
                 body = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            yield sse_event("watch", body)
+            if watch_resume.event_id(body) not in replayed:
+                yield _watch_event(body)
+
+
+def _watch_event(body: dict[str, Any]) -> str:
+    return sse_event("watch", body, watch_resume.event_id(body))
 
 
 async def _own(state: ServiceState, request: Request, watch_id: str) -> Watch:

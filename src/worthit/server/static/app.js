@@ -6,7 +6,7 @@
 //   GET  /v1/products/{sku}/facts          fact sheet + verdict (ETag, 304)
 //   GET  /v1/products/{sku}/history?days=  price points for the chart
 //   POST /v1/decide  (Accept: text/event-stream)  verdict → token* → done | error
-//   POST /v1/watches, GET /v1/watches/events (EventSource)  "tell me when" on a WAIT card
+//   POST /v1/watches, GET /v1/watches/events (fetch stream)  "tell me when" on a WAIT card
 "use strict";
 
 (() => {
@@ -153,6 +153,10 @@
   const SAVED_MAX = 40; // products whose last verdict this device keeps
   const CATALOG_MAX = 300; // products remembered for offline suggestions
   const STORE = "worthit.";
+  const WATCH_STREAM = "watch-"; // the worker's stream ids of the watch connections
+  const WATCH_RETRY_MS = 1_000; // the first reconnect; doubling, with jitter
+  const WATCH_RETRY_MAX_MS = 30_000;
+  const WATCH_SILENT_MS = 45_000; // three of the server's 15 s keep-alives missed
 
   const $ = (id) => document.getElementById(id);
   const el = {
@@ -597,6 +601,10 @@
   // ----------------------------------------------------------------- ask --
   const worker = new Worker(new URL("worker.js", document.currentScript.src));
   worker.onmessage = (message) => {
+    if (String(message.data.stream).startsWith(WATCH_STREAM)) {
+      if (message.data.type === "events") message.data.events.forEach(onWatchEvent);
+      return;
+    }
     const stream = state.stream;
     if (!stream || message.data.stream !== stream.id) return; // a cancelled stream
     if (message.data.type === "events") {
@@ -942,6 +950,12 @@
   // ---------------------------------------------------------------- watches --
   // "Tell me when" on a WAIT card: a watch for the verdict turning BUY, delivered on
   // this tenant's SSE stream, which the page opens on the first watch it makes.
+  //
+  // The stream is read with fetch, not EventSource, so that it carries the page's key
+  // (EventSource cannot send a header, and a key never goes in a URL); the worker parses
+  // it like the answer stream. While a watch is armed, a lost stream is opened again after
+  // a jittered backoff with Last-Event-ID, and the server first replays what fired in
+  // between; one silent for WATCH_SILENT_MS (the server writes every 15 s) counts as lost.
   function showWatch(sku) {
     el.watch.hidden = !sku;
     el.watch.dataset.sku = sku || "";
@@ -952,22 +966,98 @@
   }
 
   const watching = new Map(); // watch id → sku
-  let watchStream = null;
+  const watchLink = {
+    seq: 0,
+    id: null, // the worker's stream id of the open connection
+    controller: null,
+    ready: false,
+    lastId: "", // the last SSE id seen, sent back as Last-Event-ID
+    failures: 0,
+    waiters: [], // openWatchStream callers waiting for `ready`
+    retryTimer: 0,
+    silentTimer: 0,
+  };
 
   function openWatchStream() {
-    if (watchStream) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      watchStream = new EventSource("/v1/watches/events");
-      watchStream.addEventListener("ready", () => resolve(), { once: true });
-      watchStream.addEventListener("error", () => {
-        if (watchStream.readyState === EventSource.CLOSED) {
-          watchStream = null;
-          reject(new Unreachable("watch stream closed"));
-        }
-      });
-      watchStream.addEventListener("watch", (message) => watchFired(JSON.parse(message.data)));
-    });
+    if (watchLink.ready) return Promise.resolve();
+    const ready = new Promise((resolve, reject) => watchLink.waiters.push({ resolve, reject }));
+    if (!watchLink.id && !watchLink.retryTimer) connectWatchStream();
+    return ready;
   }
+
+  async function connectWatchStream() {
+    clearTimeout(watchLink.retryTimer);
+    watchLink.retryTimer = 0;
+    const id = `${WATCH_STREAM}${++watchLink.seq}`;
+    const controller = new AbortController();
+    Object.assign(watchLink, { id, controller, ready: false });
+    const extra = { Accept: "text/event-stream" };
+    if (watchLink.lastId) extra["Last-Event-ID"] = watchLink.lastId;
+    let response;
+    try {
+      response = await request("/v1/watches/events",
+        { headers: extra, cache: "no-store", signal: controller.signal }, CONNECT_TIMEOUT_MS);
+    } catch (error) {
+      watchLost(id, error, true);
+      return;
+    }
+    if (!response.ok) {
+      // a key refused (401/403) will not be accepted on a retry; "not ready" (503) may be
+      watchLost(id, await problemOf(response), response.status === 429 || response.status >= 500);
+      return;
+    }
+    if (id !== watchLink.id) return;
+    const reader = response.body.getReader();
+    try {
+      for (;;) {
+        expectWatchBytes(id);
+        const { done, value } = await reader.read();
+        if (done) break;
+        const bytes = value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength);
+        worker.postMessage({ type: "chunk", stream: id, bytes }, [bytes]);
+      }
+    } catch (_) {
+      // aborted (silent, or replaced) or broken: either way the stream is gone
+    }
+    worker.postMessage({ type: "end", stream: id });
+    watchLost(id, new Unreachable("watch stream ended"), true);
+  }
+
+  function expectWatchBytes(id) {
+    clearTimeout(watchLink.silentTimer);
+    watchLink.silentTimer = setTimeout(
+      () => watchLost(id, new Unreachable("watch stream silent"), true), WATCH_SILENT_MS);
+  }
+
+  function watchLost(id, error, retry) {
+    if (id !== watchLink.id) return;
+    clearTimeout(watchLink.silentTimer);
+    watchLink.controller.abort();
+    Object.assign(watchLink, { id: null, controller: null, ready: false });
+    for (const waiter of watchLink.waiters.splice(0)) waiter.reject(error);
+    if (!retry || !watching.size) {
+      watchLink.failures = 0;
+      return;
+    }
+    const backoff = Math.min(WATCH_RETRY_MAX_MS, WATCH_RETRY_MS * 2 ** watchLink.failures);
+    watchLink.failures++;
+    watchLink.retryTimer = setTimeout(connectWatchStream, backoff * (0.5 + Math.random() / 2));
+  }
+
+  function onWatchEvent({ event, data, id }) {
+    if (id) watchLink.lastId = id;
+    if (event === "ready") {
+      watchLink.ready = true;
+      watchLink.failures = 0;
+      for (const waiter of watchLink.waiters.splice(0)) waiter.resolve();
+    } else if (event === "watch") {
+      watchFired(data);
+    }
+  }
+
+  window.addEventListener("online", () => {
+    if (watchLink.retryTimer) connectWatchStream(); // back now rather than after the backoff
+  });
 
   async function startWatch() {
     const sku = el.watch.dataset.sku;

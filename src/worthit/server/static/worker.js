@@ -1,7 +1,8 @@
-// Parses the /v1/decide server-sent-event stream off the main thread.
+// Parses the page's server-sent-event streams off the main thread: /v1/decide's answers
+// and /v1/watches/events' notifications.
 //
-// The page reads the response body itself (fetch + ReadableStream, because the request is
-// a POST and EventSource can only GET) and transfers each raw chunk here. This worker
+// The page reads each response body itself (fetch + ReadableStream: the answer is a POST,
+// and EventSource can neither POST nor send the key) and transfers each raw chunk here. This worker
 // decodes UTF-8 across chunk boundaries, parses the SSE framing (WHATWG HTML §9.2), and
 // posts back one message per chunk holding every complete event in it, so a burst of
 // tokens costs the main thread one message, not one per token.
@@ -54,7 +55,7 @@ function createSseParser() {
     if (field === "event") eventType = value;
     else if (field === "data") dataLines.push(value);
     else if (field === "id" && value.indexOf("\0") < 0) lastId = value;
-    // "retry" and unknown fields are ignored: the page does not reconnect a POST.
+    // "retry" and unknown fields are ignored: the page paces its own reconnects.
   }
 
   function feed(text, out) {
