@@ -8,12 +8,13 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from factories import make_offer, make_promotion, make_sheet, make_verdict
 from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.run_memo import RunMemo
 from worthit.audit.record import canonical_json, sha256_hex
 from worthit.explain.explainer import ExplanationRun
 from worthit.explain.keys import explanation_key
+
+from factories import make_offer, make_promotion, make_sheet, make_verdict
 
 titles = st.text(min_size=1, max_size=30)
 ages = st.integers(min_value=-1, max_value=10**12)

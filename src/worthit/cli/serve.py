@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worthit.audit import AuditPaths, LogBusyError
+from worthit.audit import LogBusyError
 from worthit.audit.issued import check_unlocked
 from worthit.cli.market import build_demo, redis_url
-from worthit.cli.options import DbOption, db_path
+from worthit.cli.options import AuditDbOption, DbOption, audit_paths, market_db, shown
 from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
@@ -18,6 +18,12 @@ from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.market.feed import DEFAULT_INTERVAL_S, FeedConfig
 from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
+
+if TYPE_CHECKING:
+    from worthit.engine.router import Router
+    from worthit.server.https import TlsFiles
+    from worthit.server.settings import ServiceSettings
+    from worthit.server.transport import TransportLimits
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEMO_LIVE_RATE = 80.0
@@ -27,9 +33,21 @@ about every 30 s, inside the 60 s freshness objective."""
 
 def serve_command(
     db: DbOption = None,
+    audit_db: AuditDbOption = None,
     model: Annotated[
         Path | None,
         typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
+    ] = None,
+    engines: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--engine",
+            metavar="URL",
+            help="Use the OpenAI-compatible engine at this base URL (e.g. "
+            "http://127.0.0.1:8001/v1: `worthit engine serve`, llama-server, vLLM, SGLang) "
+            "instead of loading a model here; repeat for replicas.",
+            show_default=False,
+        ),
     ] = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8000,
@@ -67,6 +85,16 @@ def serve_command(
         int | None,
         typer.Option(min=1, help="Open connections at once (default 1024); more get 503."),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="API processes sharing the port and the store; with more than one, the "
+            "model runs in an engine process of its own (or at --engine) that they all reach "
+            "over the OpenAI-compatible wire.",
+        ),
+    ] = 1,
     live_rate: Annotated[
         float | None,
         typer.Option(
@@ -91,7 +119,8 @@ def serve_command(
         typer.Option(
             "--redis",
             help="Also consume events from a Redis stream (redis://host:port/db), in a "
-            "consumer group shared by every server on it.",
+            "consumer group shared by every server on it, and share through it the rate "
+            "limits, fact cache, explanation store and watch notifications.",
             show_default=False,
         ),
     ] = None,
@@ -108,6 +137,22 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            help="Serve HTTPS (TLS 1.3, HTTP/2) with this PEM certificate chain; needs --tls-key.",
+            show_default=False,
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-key",
+            help="With --tls-cert: its unencrypted PEM private key.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
@@ -120,22 +165,27 @@ def serve_command(
     if redis is not None:
         redis = redis_url(redis)
     feeds = tuple(feed_config(spec) for spec in feed or ())
-    model_path = resolve_model_path(model)
+    tls = tls_files(tls_cert, tls_key)
+    remote = engine_router(engines)
+    model_path = resolve_model_path(model) if remote is None else None
     if demo and host not in LOOPBACK:
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
         raise typer.Exit(2)
-    path = db_path(db)
+    path = market_db(db)
+    audit = audit_paths(path, audit_db)
     try:
-        check_unlocked(AuditPaths.beside(path).issued)
+        check_unlocked(audit.issued)
     except LogBusyError as exc:
         stderr.print(f"[red]error:[/] {exc}: is another `worthit serve` running on {path}?")
         raise typer.Exit(2) from None
     store = MarketStore(path)
     if store.count_products() == 0:
         if not demo:
-            stderr.print(f"[red]error:[/] no products in {path}: import some, or run with --demo")
+            stderr.print(
+                f"[red]error:[/] no products in {shown(path)}: import some, or run with --demo"
+            )
             raise typer.Exit(2)
-        stderr.print(f"no market at {path}: building the demo market first")
+        stderr.print(f"no market at {shown(path)}: building the demo market first")
         build_demo(store)
     store.close()
     rate = live_rate if live_rate is not None else (DEMO_LIVE_RATE if demo else 0.0)
@@ -147,6 +197,7 @@ def serve_command(
     )
     settings = ServiceSettings(
         db_path=path,
+        audit_db=audit.db,
         model_path=model_path,
         engine_config=config,
         auth=not demo,
@@ -162,15 +213,27 @@ def serve_command(
         redis_stream=redis_stream,
         feeds=feeds,
     )
-    engine = Engine(LlamaRunner(model_path, config), config)
-    engine.claim_current_thread()
-    app = create_app(settings, engine=engine)
-    url = f"http://{'[::1]' if host == '::1' else host}:{port}"
-    stderr.print(f"worthit on {url}  (model {model_path.name}, market {path})")
+    limits = (
+        TransportLimits()
+        if max_connections is None
+        else TransportLimits(max_connections=max_connections)
+    )
+    if workers > 1:
+        serve_with_workers(settings, workers, host, port, limits, engines, tls)
+        return
+    engine = None
+    if model_path is not None:
+        engine = Engine(LlamaRunner(model_path, config), config)
+        engine.claim_current_thread()
+    app = create_app(settings, engine=engine, remote=remote)
+    serving = f"model {model_path.name}" if model_path else f"engines {', '.join(engines or ())}"
+    url = f"{'http' if tls is None else 'https'}://{'[::1]' if host == '::1' else host}:{port}"
+    stderr.print(f"worthit on {url}  ({serving}, market {shown(path)})")
     if demo:
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
     if rate > 0:
-        stderr.print(f"live simulator: {rate:g} events a second into {path.name}")
+        into = shown(path) if isinstance(path, str) else path.name
+        stderr.print(f"live simulator: {rate:g} events a second into {into}")
     if redis is not None:
         where = StreamConfig(redis, redis_stream).where
         stderr.print(f"events: Redis stream {redis_stream} at {where} (group worthit)")
@@ -180,12 +243,71 @@ def serve_command(
         f"try:  curl -N -H 'Accept: text/event-stream' -H 'Content-Type: application/json' "
         f'-d \'{{"question": "Is the Aurora NC700 worth buying?"}}\' {url}/v1/decide'
     )
-    limits = (
-        TransportLimits()
-        if max_connections is None
-        else TransportLimits(max_connections=max_connections)
-    )
-    runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE, limits=limits)
+    runtime.run(app, engine, host, port, engine_nice=runtime.ENGINE_NICE, limits=limits, tls=tls)
+
+
+def serve_with_workers(
+    settings: ServiceSettings,
+    workers: int,
+    host: str,
+    port: int,
+    limits: TransportLimits,
+    engines: list[str] | None,
+    tls: TlsFiles | None,
+) -> None:
+    """`--workers N`: the engine in its own process (unless --engine names replicas), N
+    API processes on the port (server/workers.py)."""
+    from worthit.server.workers import WorkerPlan, engine_command, serve_workers
+
+    if tls is not None:
+        raise typer.BadParameter("not yet with --tls-cert: use one worker", param_hint="--workers")
+    config = settings.engine_config
+    command: tuple[str, ...] = ()
+    if not engines:
+        assert settings.model_path is not None and config is not None
+        command = engine_command(
+            settings.model_path,
+            threads=config.n_threads,
+            context=config.context_size,
+            max_sequences=config.max_sequences,
+            deadline_ms=settings.default_deadline_ms,
+        )
+    url = f"http://{'[::1]' if host == '::1' else host}:{port}"
+    where = ", ".join(engines) if engines else f"an engine process ({settings.model_path})"
+    stderr.print(f"worthit on {url}: {workers} workers, market {settings.db_path}, {where}")
+    if not settings.auth:
+        stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
+    serve_workers(WorkerPlan(settings, workers, host, port, limits, tuple(engines or ()), command))
+
+
+def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
+    """Both or neither; a usage error naming the option at fault when the server could
+    not use them (checked here, before the model loads)."""
+    from worthit.server.https import TlsFileError, TlsFiles, check_tls_files
+
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        missing = "--tls-cert" if cert is None else "--tls-key"
+        raise typer.BadParameter("--tls-cert and --tls-key go together", param_hint=missing)
+    tls = TlsFiles(cert, key)
+    try:
+        check_tls_files(tls)
+    except TlsFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint=f"--tls-{exc.which}") from None
+    return tls
+
+
+def engine_router(urls: list[str] | None) -> Router | None:
+    """--engine URLs → the router over them; a usage error naming --engine otherwise."""
+    from worthit.engine.router import Router
+
+    if not urls:
+        return None
+    for url in urls:
+        if not url.startswith(("http://", "https://")):
+            raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--engine")
+    return Router(urls)
 
 
 def feed_config(spec: str) -> FeedConfig:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +29,7 @@ from worthit.answer.background import ExplanationGenerator
 from worthit.audit import AuditLog, AuditPaths
 from worthit.decide.calibration import Calibration
 from worthit.engine.engine import Engine
+from worthit.engine.router import Router
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
@@ -57,8 +60,8 @@ from worthit.server.problems import (
     handle_problem,
     problem_response,
 )
-from worthit.server.ratelimit import TenantLimiter
 from worthit.server.settings import ServiceSettings
+from worthit.server.shared_state import SharedState
 from worthit.server.state import ServiceState
 from worthit.server.tenants import TenantStore
 from worthit.server.timing import ServerTimingMiddleware
@@ -66,19 +69,26 @@ from worthit.server.timing import ServerTimingMiddleware
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> FastAPI:
+def create_app(
+    settings: ServiceSettings, *, engine: Engine | None = None, remote: Router | None = None
+) -> FastAPI:
     """The service. It loads `settings.model_path` at start-up and closes that engine at
     shutdown; or pass `engine` to serve one you built (the CLI claims it for the main
-    thread, tests pass a fake runner): the app starts it but leaves closing it to you."""
-    if engine is None and settings.model_path is None:
-        raise ValueError("give settings.model_path or an engine")
+    thread, tests pass a fake runner): the app starts it but leaves closing it to you.
+    Or pass `remote`, engine replicas over HTTP: the app starts and closes the router."""
+    if engine is None and remote is None and settings.model_path is None:
+        raise ValueError("give settings.model_path, an engine or remote engines")
     store = MarketStore(settings.db_path) if settings.db_path is not None else None
     tenants = TenantStore(settings.db_path) if settings.auth and settings.db_path else None
-    state = ServiceState(settings, store, tenants, TenantLimiter())
+    shared = SharedState(settings)
+    state = ServiceState(settings, store, tenants, shared.limiter, shared=shared)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if engine is None:
+        if remote is not None:
+            await remote.start()
+            state.remote = remote
+        elif engine is None:
             assert settings.model_path is not None
             state.engine = Engine.from_gguf(settings.model_path, settings.engine_config)
         else:
@@ -87,20 +97,28 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
         background: asyncio.Task[object] | None = None
         calibration: Calibration | None = None
         if store is not None and settings.db_path is not None:
-            explanations = SqliteExplanationStore(
-                settings.db_path, settings.explanation_capacity, settings.clock
+            explanations = shared.explanation_store(
+                SqliteExplanationStore(
+                    settings.db_path, settings.explanation_capacity, settings.clock
+                ),
+                settings.explanation_capacity,
             )
-            model = model_identity(settings.model_path) if settings.model_path else None
+            model = (
+                model_identity(settings.model_path)
+                if settings.model_path and remote is None
+                else None  # remote: the replicas' model id from /v1/models
+            )
             if settings.audit:
                 state.audit = await asyncio.to_thread(
                     AuditLog,
-                    AuditPaths.beside(settings.db_path).db,
+                    settings.audit_db or AuditPaths.beside(Path(settings.db_path)).db,
                     policy=settings.audit_policy,
+                    origin=settings.audit_origin,
                 )
             calibration = Calibration.open(settings.db_path)
             state.answerer = Answerer(
                 store,
-                state.engine,
+                state.engine or remote,
                 clock=settings.clock,
                 explanations=explanations,
                 model=model,
@@ -108,14 +126,18 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                 calibration=calibration,
             )
             state.events = start_events(store, state.answerer, settings)
+            shared.attach(state.answerer, state.events.watches)
+            shared.start()
             if settings.background:
                 state.generator = ExplanationGenerator(state.answerer)
                 background = asyncio.create_task(state.generator.run())
+        gc.freeze()  # what start-up built lives as long as the app: no collection scans it
         try:
             yield
         finally:
             if state.events is not None:
                 await state.events.stop()
+            await shared.stop()
             if background is not None:
                 background.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -126,7 +148,9 @@ def create_app(settings: ServiceSettings, *, engine: Engine | None = None) -> Fa
                 calibration.close()
             if state.audit is not None:
                 await asyncio.to_thread(state.audit.close)
-            if engine is None:
+            if remote is not None:
+                await remote.aclose()
+            elif engine is None and state.engine is not None:
                 state.engine.close()
 
     open_paths = (

@@ -30,7 +30,7 @@ from worthit.server.sse import (
     wants_event_stream,
 )
 from worthit.server.state import StateDep
-from worthit.server.token_budget import TokenReservation, reserve_tokens
+from worthit.server.token_budget import TokenReservation, reserve_tokens_async
 
 router = APIRouter()
 
@@ -78,7 +78,7 @@ async def decide(
     if body.sku is not None and not store.has_sku(body.sku):
         raise ProblemError(404, "Unknown product", f"no product with sku {body.sku!r}", "sku")
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
-    budget = reserve_tokens(request, state.limiter, body.max_tokens)
+    budget = await reserve_tokens_async(request, state.limiter, body.max_tokens)
     events = answerer.ask(
         body.question,
         sku=body.sku,

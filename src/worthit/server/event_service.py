@@ -111,9 +111,11 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
         answerer.facts,
         RetryPolicy(settings.watch_attempts, settings.watch_retry_s),
         allow_private=settings.watch_hooks_private or not settings.auth,
+        poll_s=settings.watch_poll_s,
     )
     bus.subscribe(watches.evaluator.changed)
-    watches.start()
+    if settings.deliver_watches:
+        watches.start()
     bus.start()
     feed = None
     if settings.live_rate > 0:

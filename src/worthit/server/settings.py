@@ -14,9 +14,13 @@ from worthit.market.timeutil import Clock, now_ms
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    db_path: Path | None
-    """The market database. None serves the engine alone: the OpenAI-compatible API over
-    the GGUF, with no decisions, products or page (`python -m worthit.server`)."""
+    db_path: str | Path | None
+    """The market database: a SQLite file, or a postgresql:// URL. None serves the engine
+    alone: the OpenAI-compatible API over the GGUF, with no decisions, products or page
+    (`python -m worthit.server`)."""
+    audit_db: Path | None = None
+    """The audit log's SQLite file; None: beside a SQLite market (`<market>.audit.db`). A
+    PostgreSQL market needs one (`worthit serve` picks it: `cli.options.audit_paths`)."""
     model_path: Path | None = None
     """The GGUF to load at start-up, when no engine is handed to `create_app`."""
     engine_config: EngineConfig | None = None
@@ -47,7 +51,9 @@ class ServiceSettings:
     live_seed: int = 7
     redis_url: str | None = None
     """Consume events from a Redis stream too (`worthit serve --redis`; None: only the
-    in-process bus). Redis being unreachable degrades /readyz; answers go on."""
+    in-process bus), and share the rate limits, fact cache, explanation store and watch
+    notifications with the other servers on the store (server/shared_state.py). Redis
+    being unreachable degrades /readyz; answers go on."""
     redis_stream: str = "worthit:events"
     """The stream's key; entries that cannot be applied go to this key + ':dead'."""
     redis_group: str = "worthit"
@@ -65,3 +71,14 @@ class ServiceSettings:
     """Attempts at one watch webhook before it is marked failed."""
     watch_retry_s: float = 2.0
     """The first retry's backoff; each later one doubles it (with jitter, at most 10 min)."""
+    deliver_watches: bool = True
+    """Send the watches' webhooks from this process. `--workers` leaves it to worker 0,
+    which then also looks every `watch_poll_s` for deliveries the others queued."""
+    watch_poll_s: float | None = None
+    """How often to look for webhook deliveries queued by other processes (None: only
+    this one queues them, and it wakes the sender itself)."""
+    audit_origin: str | None = None
+    """The audit log's origin line, for a log created now (None: `worthit.local/audit`);
+    each worker of `--workers` names its own."""
+    worker: int | None = None
+    """Which worker of `worthit serve --workers` this process is (None: the only one)."""

@@ -1,0 +1,283 @@
+"""`worthit serve --workers N`: N API processes on one listening socket, and the engine in
+a process of its own.
+
+One Python process decides one answer at a time (the GIL), so past a few hundred answers
+a second the decision path, not the model, is what a flash sale queues on. Each worker is
+a whole service without a local model: it reaches the engine over the OpenAI-compatible
+wire exactly as it would remote replicas (`--engine URL`), so the engine process alone
+owns the model, its KV cache and its batch, and every worker's requests share them. The
+parent binds the socket before any worker starts, so the workers share one accept queue
+and the kernel hands each connection to whichever is free; it starts the engine first
+(unless `--engine` names replicas), and starts a worker again when one dies.
+
+What stays one per market, since two writers of it would disagree:
+
+- worker 0 alone runs the live simulator, the feed pollers, the background generator and
+  the watches' webhook deliveries;
+- each worker appends to its own audit log (a Merkle log has one writer): worker 0's is
+  the market's usual one, worker i's sits beside it as `<name>.w<i>.db` with its own key,
+  and every receipt names the log it is in by its origin.
+
+Everything else they share through the store (SQLite in WAL mode, or PostgreSQL): a
+product's facts are revalidated against its revision on every read, so an event applied
+by one worker is in every worker's next answer. With `--redis` they also share rate
+limits, built fact sheets, explanations and watch notifications; without it each worker
+has its own limits (a tenant may use N times its rate) and a watch's SSE stream hears only
+the notifications of the worker it is connected to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.process
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+from worthit.audit import AuditPaths
+from worthit.audit.log import DEFAULT_ORIGIN
+from worthit.server.runtime import ENGINE_NICE
+from worthit.server.settings import ServiceSettings
+from worthit.server.transport import TransportLimits
+
+log = logging.getLogger(__name__)
+
+ENGINE_START_S = 120.0
+"""How long the engine process may take to load its model and answer /v1/models."""
+WATCH_POLL_S = 1.0
+"""How often worker 0 looks for webhook deliveries the other workers queued."""
+QUICK_DEATH_S = 10.0
+"""A worker that dies this soon after its start counts towards giving up..."""
+QUICK_DEATHS = 5
+"""...and after this many such deaths in a row the service stops: it would only loop."""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    settings: ServiceSettings
+    """Worker 0's settings; the others' are derived from them (`worker_settings`)."""
+    workers: int
+    host: str
+    port: int
+    limits: TransportLimits
+    engines: tuple[str, ...] = ()
+    """Engine replicas' OpenAI-compatible base URLs; empty: start one (`engine_command`)."""
+    engine_command: tuple[str, ...] = ()
+    """`worthit engine serve …` without `--host`/`--port`, which are chosen here."""
+
+
+def worker_settings(settings: ServiceSettings, index: int) -> ServiceSettings:
+    """Worker `index`'s settings: its own audit log, and past worker 0 none of the
+    market's single writers."""
+    if index == 0:
+        return replace(settings, worker=0, watch_poll_s=WATCH_POLL_S)
+    return replace(
+        settings,
+        audit_db=worker_audit_db(settings, index),
+        live_rate=0.0,
+        feeds=(),
+        background=False,
+        deliver_watches=False,
+        audit_origin=f"{DEFAULT_ORIGIN}/w{index}",
+        worker=index,
+    )
+
+
+def worker_audit_db(settings: ServiceSettings, index: int) -> Path:
+    """Worker `index`'s audit log: worker 0's file with `.w<index>` before `.db`."""
+    assert settings.db_path is not None
+    first = settings.audit_db or AuditPaths.beside(Path(settings.db_path)).db
+    if index == 0:
+        return first
+    return first.with_name(f"{first.name.removesuffix('.db')}.w{index}.db")
+
+
+def serve_workers(plan: WorkerPlan) -> None:
+    """Serve until SIGINT/SIGTERM with `plan.workers` API processes. Raises SystemExit(1)
+    when the engine or the workers cannot start."""
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    engine: subprocess.Popen[bytes] | None = None
+    workers: dict[int, _Worker] = {}
+    try:
+        engines = plan.engines
+        if not engines:
+            engine, url = _start_engine(plan.engine_command, lambda: stopping)
+            engines = (url,)
+        listener = _listen(plan.host, plan.port)
+        context = multiprocessing.get_context("spawn")
+        workers = {
+            i: _Worker.start(context, plan, i, engines, listener) for i in range(plan.workers)
+        }
+        quick_deaths = 0
+        while not stopping:
+            time.sleep(0.2)
+            if engine is not None and engine.poll() is not None:
+                log.error("the engine process exited (%s): stopping", engine.returncode)
+                raise SystemExit(1)
+            for index, worker in list(workers.items()):
+                if worker.process.is_alive() or stopping:
+                    continue
+                quick = time.monotonic() - worker.started < QUICK_DEATH_S
+                quick_deaths = quick_deaths + 1 if quick else 0
+                if quick_deaths >= QUICK_DEATHS:
+                    log.error("workers keep dying at start: stopping")
+                    raise SystemExit(1)
+                log.warning("worker %d exited (%s): starting it again", index,
+                            worker.process.exitcode)  # fmt: skip
+                workers[index] = _Worker.start(context, plan, index, engines, listener)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        for worker in workers.values():
+            worker.join()
+        if engine is not None:
+            _stop_process(engine)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    started: float
+
+    @classmethod
+    def start(
+        cls,
+        context: multiprocessing.context.SpawnContext,
+        plan: WorkerPlan,
+        index: int,
+        engines: Sequence[str],
+        listener: socket.socket,
+    ) -> _Worker:
+        process = context.Process(
+            target=_worker_main,
+            args=(worker_settings(plan.settings, index), tuple(engines), listener, plan.limits),
+            name=f"worthit-worker-{index}",
+        )
+        process.start()
+        return cls(process, time.monotonic())
+
+    def stop(self) -> None:
+        if self.process.is_alive() and self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGINT)
+
+    def join(self) -> None:
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _worker_main(
+    settings: ServiceSettings,
+    engines: tuple[str, ...],
+    listener: socket.socket,
+    limits: TransportLimits,
+) -> None:
+    """One API process: the service on the shared socket, the engines behind the router.
+    In a process group of its own, so a Ctrl-C in the terminal reaches the parent only
+    (uvicorn takes a second signal as "force")."""
+    os.setpgid(0, 0)
+    import uvicorn
+
+    from worthit.engine.router import Router
+    from worthit.server.app import create_app
+    from worthit.server.transport import uvicorn_config
+
+    app = create_app(settings, remote=Router(engines))
+    host, port = listener.getsockname()[:2]
+    server = uvicorn.Server(uvicorn_config(app, host, port, limits))
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the parent's SIGINT again
+        server.run(sockets=[listener])
+    if not server.started:
+        raise SystemExit(1)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The socket every worker accepts on (bound once, here)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        listener = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        log.error("cannot listen on %s:%d: %s", host, port, exc)
+        raise SystemExit(1) from None
+    listener.set_inheritable(True)
+    return listener
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start_engine(
+    command: Sequence[str], stopping: Callable[[], bool]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`worthit engine serve` on a loopback port of its own, once it answers. It runs
+    niced (as a single `worthit serve` nices its engine threads), so a worker deciding a
+    verdict preempts a decode step, and in a process group of its own, so a Ctrl-C in the
+    terminal reaches only the parent, which stops it after the workers."""
+    port = _free_port()
+    engine = subprocess.Popen(
+        [*command, "--host", "127.0.0.1", "--port", str(port)], process_group=0
+    )
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, engine.pid, ENGINE_NICE)
+    url = f"http://127.0.0.1:{port}/v1"
+    give_up = time.monotonic() + ENGINE_START_S
+    while time.monotonic() < give_up:
+        if engine.poll() is not None:
+            log.error("the engine process exited at start (%s)", engine.returncode)
+            raise SystemExit(1)
+        if stopping():
+            _stop_process(engine)
+            raise SystemExit(0)
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/models", timeout=1.0).status_code == 200:
+                return engine, url
+        time.sleep(0.2)
+    _stop_process(engine)
+    log.error("the engine did not answer within %.0f s", ENGINE_START_S)
+    raise SystemExit(1)
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def engine_command(
+    model: Path, *, threads: int, context: int, max_sequences: int, deadline_ms: int
+) -> tuple[str, ...]:
+    """The engine process for `worthit serve --workers`, configured as the in-process
+    engine of a single `worthit serve` would be."""
+    return (
+        sys.executable, "-m", "worthit", "engine", "serve", "--model", str(model),
+        "--threads", str(threads), "--context", str(context),
+        "--max-sequences", str(max_sequences), "--default-deadline-ms", str(deadline_ms),
+    )  # fmt: skip
