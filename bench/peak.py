@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -40,24 +39,11 @@ from pathlib import Path
 
 import httpx
 
-from service import by_popularity
+from service import by_popularity, free_port, pct
 
 TEMPLATE_ONLY = ["--no-background", "--live-rate", "0"]
 WARM_S = 8.0
 """Questions asked before measuring, so no worker's caches are cold when the bursts come."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def pct(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 1)
 
 
 def requests(db: Path, port: int, n: int, seed: int) -> list[bytes]:

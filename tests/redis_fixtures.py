@@ -43,13 +43,16 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 
 
 class PrivateRedis:
-    """A redis-server of this test's own on a free port, without persistence."""
+    """A redis-server of this test's own on a free port, which it may kill and restart;
+    `persistent` keeps an append-only file fsynced on every write, so a restart loses
+    nothing."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, persistent: bool = False) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.folder = folder
+        self.persistent = persistent
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -57,16 +60,23 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        """Started and answering; a server that never answers is killed, not left behind."""
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else []
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.folder)],
+             "--dir", str(self.folder), *(persistence or ["--appendonly", "no"])],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=REAL_CLOCK,
         )  # fmt: skip
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
-        poll(lambda: _answers(client), within_s=10, what="the private redis-server answers")
-        client.close()
+        try:
+            poll(lambda: _answers(client), within_s=10, what="the private redis-server answers")
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            client.close()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -82,9 +92,10 @@ def _answers(client: redis.Redis) -> bool:
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+def private_redis(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[PrivateRedis]:
+    """Not persistent unless parametrized indirectly with True."""
     require_service(shutil.which("redis-server") is not None, "no redis-server to start")
-    server = PrivateRedis(tmp_path)
+    server = PrivateRedis(tmp_path, persistent=getattr(request, "param", False))
     server.start()
     yield server
     server.kill()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -41,11 +39,12 @@ from worthit.market.store import MarketStore
 from worthit.market.timeutil import iso
 from worthit.server.app import create_app
 
-from conftest import MARKET_NOW_MS, require_service, run_cli
+from conftest import MARKET_NOW_MS, run_cli
 from live_server import LiveServer
+from redis_fixtures import PrivateRedis, poll, private_redis
 from service_fixtures import fake_engine, market_copy, market_settings
 
-__all__ = ["market_copy"]
+__all__ = ["market_copy", "private_redis"]
 
 FAST = Backoff(first_s=0.02, max_s=0.3)
 
@@ -92,13 +91,6 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], within_s: floa
             return
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.02)
-
-
-def poll(check: Callable[[], bool], within_s: float = 15) -> None:
-    deadline = time.monotonic() + within_s
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def pending(url: str, key: str, group: str = "worthit") -> int:
@@ -286,74 +278,7 @@ def test_a_consumer_killed_mid_batch_leaves_its_entries_to_another(
     assert consumers == {b"doomed": 0}  # the survivor left the group on its way out
 
 
-REAL_CLOCK = {
-    k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")
-}
-"""A server keeps the machine's clock when the suite runs under libfaketime (.ci/any-date),
-as the shared Redis does: redis-server under the preload never answers."""
-
-
-class PrivateRedis:
-    """A redis-server of this test's own on a free port, which it may kill and restart."""
-
-    def __init__(self, folder: Path, persistent: bool) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.folder = folder
-        self.persistent = persistent
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else []
-        self.process = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--dir",
-                str(self.folder),
-                *persistence,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=REAL_CLOCK,
-        )
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
-        poll(lambda: _answers(client), within_s=10)
-        client.close()
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(timeout=10)
-
-
-def _answers(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError):
-        return False
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[PrivateRedis]:
-    require_service(shutil.which("redis-server") is not None, "no redis-server to start")
-    server = PrivateRedis(tmp_path, persistent=getattr(request, "param", True))
-    server.start()
-    yield server
-    if server.process is not None and server.process.poll() is None:
-        server.kill()
-
-
+@pytest.mark.parametrize("private_redis", [True], indirect=True)
 def test_redis_killed_and_restarted_while_events_flow_loses_none_and_applies_none_twice(
     private_redis: PrivateRedis, market_copy: Path
 ) -> None:
