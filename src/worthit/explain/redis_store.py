@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +39,7 @@ from worthit.explain.store import (
     ExplanationStore,
     StoredExplanation,
 )
+from worthit.market.redis_outage import RedisOutage
 from worthit.market.timeutil import Clock, now_ms
 
 log = logging.getLogger(__name__)
@@ -81,17 +81,16 @@ class RedisExplanationStore:
         self.capacity = capacity
         self.entries_key = prefix + "explanations"
         self.used_key = prefix + "explanations:used"
-        self.retry_after_s = retry_after_s
         self._clock = clock
-        self._monotonic = monotonic
         self._put = client.register_script(PUT)
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, StoredExplanation] = OrderedDict()
         self._touched: dict[str, int] = {}
         self._flushed_at = clock()
-        self._down_until = -math.inf
+        self.outage = RedisOutage(
+            "the shared explanation store is unreachable", retry_after_s, monotonic
+        )
         self._count = 0
-        self.last_error: str | None = None
         self.hits = 0
         self.misses = 0
         self.evicted = 0
@@ -138,23 +137,23 @@ class RedisExplanationStore:
         with self._lock:
             touched, self._touched = self._touched, {}
             self._flushed_at = self._clock()
-        if not touched or not self._available():
+        if not touched or self.outage.waiting:
             return
         try:
             self.client.zadd(self.used_key, touched, xx=True)
-            self._up()
+            self.outage.up()
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
 
     def __len__(self) -> int:
         if self.backing is not None:
             return len(self.backing)
-        if self._available():
+        if not self.outage.waiting:
             try:
                 self._count = int(cast(int, self.client.zcard(self.used_key)))
-                self._up()
+                self.outage.up()
             except _UNREACHABLE as exc:
-                self._failed(exc)
+                self.outage.failed(exc)
         return self._count
 
     def close(self) -> None:
@@ -164,24 +163,24 @@ class RedisExplanationStore:
         self.client.close()
 
     def _write(self, entry: StoredExplanation) -> None:
-        if not self._available():
+        if self.outage.waiting:
             return
         data = orjson.dumps([getattr(entry, name) for name in _FIELDS])
         args: list[str | bytes | int] = [entry.key, data, entry.last_used_ms, self.capacity]
         try:
             self.evicted += int(self._put(keys=[self.entries_key, self.used_key], args=args))
-            self._up()
+            self.outage.up()
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
 
     def _read(self, key: str) -> StoredExplanation | None:
-        if not self._available():
+        if self.outage.waiting:
             return None
         try:
             raw = cast(bytes | None, self.client.hget(self.entries_key, key))
-            self._up()
+            self.outage.up()
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
             return None
         if raw is None:
             return None
@@ -197,20 +196,11 @@ class RedisExplanationStore:
             while len(self._memory) > MEMORY_ENTRIES:
                 self._memory.popitem(last=False)
 
-    def _available(self) -> bool:
-        return self._monotonic() >= self._down_until
+    @property
+    def last_error(self) -> str | None:
+        return self.outage.last_error
 
     def revive(self) -> None:
         """Redis answers again (another client saw it): try it at the next call, and stop
         reporting the last failure."""
-        self.last_error = None
-        self._down_until = -math.inf
-
-    def _failed(self, exc: BaseException) -> None:
-        if self.last_error is None:
-            log.warning("the shared explanation store is unreachable: %s", exc)
-        self.last_error = f"{type(exc).__name__}: {exc}"
-        self._down_until = self._monotonic() + self.retry_after_s
-
-    def _up(self) -> None:
-        self.last_error = None
+        self.outage.revive()

@@ -16,7 +16,6 @@ down every miss builds from the store, as it would without a tier, at no extra w
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +29,7 @@ from redis.retry import Retry
 from worthit.facts.cache import SharedSheet
 from worthit.facts.sheet import FactSheet
 from worthit.facts.sheet_codec import sheet_from_dict, sheet_json
+from worthit.market.redis_outage import RedisOutage
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,9 @@ class RedisSheetTier:
         self.channel = prefix + "facts:evicted"
         self.publish = publish
         """Where evictions go; None: published synchronously on `client`."""
-        self.retry_after_s = retry_after_s
         self._wall = wall
         """Ages a sheet across processes: the builder's and the reader's wall clocks."""
-        self._clock = clock
-        self._down_until = -math.inf
-        self.last_error: str | None = None
+        self.outage = RedisOutage("the shared fact cache is unreachable", retry_after_s, clock)
         self.hits = 0
         self.misses = 0
         self.saved = 0
@@ -83,7 +80,7 @@ class RedisSheetTier:
         return f"{self.prefix}facts:{sku}:{revision}"
 
     def load(self, sku: str, revision: int) -> SharedSheet | None:
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return None
         try:
             with self.client.pipeline(transaction=False) as pipe:
@@ -91,9 +88,9 @@ class RedisSheetTier:
                 pipe.pttl(self.key(sku, revision))
                 raw, ttl_ms = pipe.execute()
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
             return None
-        self._up()
+        self.outage.up()
         if raw is None or ttl_ms <= 0:
             self.misses += 1
             return None
@@ -109,7 +106,7 @@ class RedisSheetTier:
         return SharedSheet(sheet, age_s, ttl_ms / 1000, value["delta"])
 
     def save(self, sheet: FactSheet, ttl_s: float, delta_s: float) -> None:
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return
         value = b'{"built":%s,"delta":%s,"sheet":%s}' % (
             orjson.dumps(self._wall()), orjson.dumps(delta_s), sheet_json(sheet),
@@ -118,9 +115,9 @@ class RedisSheetTier:
             key = self.key(sheet.sku, sheet.revision)
             self.client.set(key, value, px=max(1, round(ttl_s * 1000)))
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
             return
-        self._up()
+        self.outage.up()
         self.saved += 1
 
     def evicted(self, skus: list[str]) -> None:
@@ -128,27 +125,21 @@ class RedisSheetTier:
         if self.publish is not None:
             self.publish(self.channel, message)
             return
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return
         try:
             self.client.publish(self.channel, orjson.dumps({"origin": "", "message": message}))
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
+
+    @property
+    def last_error(self) -> str | None:
+        return self.outage.last_error
 
     def revive(self) -> None:
         """Redis answers again (another client saw it): try it at the next call, and stop
         reporting the last failure."""
-        self.last_error = None
-        self._down_until = -math.inf
-
-    def _failed(self, exc: BaseException) -> None:
-        if self.last_error is None:
-            log.warning("the shared fact cache is unreachable: %s", exc)
-        self.last_error = f"{type(exc).__name__}: {exc}"
-        self._down_until = self._clock() + self.retry_after_s
-
-    def _up(self) -> None:
-        self.last_error = None
+        self.outage.revive()
 
 
 def evicted_skus(message: dict[str, Any]) -> list[str]:

@@ -32,6 +32,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from worthit.market.redis_outage import RedisOutage
 from worthit.market.redis_stream import StreamConfig
 from worthit.market.redis_stream import connect as connect_async
 from worthit.server.ratelimit import (
@@ -132,8 +133,11 @@ class RedisLimiter:
         self.where = StreamConfig(url).where
         self.fallback = fallback or TenantLimiter()
         """The in-process buckets used while Redis cannot be reached."""
-        self.retry_after_s = retry_after_s
-        self._clock = clock
+        self.outage = RedisOutage(
+            f"rate limits fall back to this worker's own: Redis at {self.where}",
+            retry_after_s,
+            clock,
+        )
         self._sync = redis.Redis.from_url(
             url,
             socket_connect_timeout=timeout_s,
@@ -145,21 +149,19 @@ class RedisLimiter:
         self._admit_async = self._async.register_script(ADMIT)
         self._refund = self._sync.register_script(REFUND)
         self._refund_async = self._async.register_script(REFUND)
-        self._down_until = -math.inf
         self._refunds: set[asyncio.Task[Any]] = set()
-        self.last_error: str | None = None
         self.failed_open = 0
         """Decisions taken by the in-process buckets because Redis could not be reached."""
 
     def admit(
         self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
     ) -> Admission:
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return self._open(tenant, limits, llm_tokens, requests)
         try:
             waits = self._admit(keys=self._keys(tenant), args=_args(limits, requests, llm_tokens))
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
             return self._open(tenant, limits, llm_tokens, requests)
         self._up()
         return _admission(waits)
@@ -167,14 +169,14 @@ class RedisLimiter:
     async def admit_async(
         self, tenant: str, limits: Limits, llm_tokens: int = 0, *, requests: int = 1
     ) -> Admission:
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return self._open(tenant, limits, llm_tokens, requests)
         try:
             waits = await self._admit_async(
                 keys=self._keys(tenant), args=_args(limits, requests, llm_tokens)
             )
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
             return self._open(tenant, limits, llm_tokens, requests)
         self._up()
         return _admission(waits)
@@ -184,7 +186,7 @@ class RedisLimiter:
         if llm_tokens <= 0:
             return
         self.fallback.refund(tenant, llm_tokens)
-        if self._clock() < self._down_until:
+        if self.outage.waiting:
             return
         try:
             loop = asyncio.get_running_loop()
@@ -192,7 +194,7 @@ class RedisLimiter:
             try:
                 self._refund(keys=[self._keys(tenant)[1]], args=[llm_tokens])
             except _UNREACHABLE as exc:
-                self._failed(exc)
+                self.outage.failed(exc)
             return
         task = loop.create_task(self._refund_later(tenant, llm_tokens))
         self._refunds.add(task)
@@ -232,25 +234,20 @@ class RedisLimiter:
         try:
             await self._refund_async(keys=[self._keys(tenant)[1]], args=[llm_tokens])
         except _UNREACHABLE as exc:
-            self._failed(exc)
+            self.outage.failed(exc)
+
+    @property
+    def last_error(self) -> str | None:
+        return self.outage.last_error
 
     def revive(self) -> None:
         """Redis answers again (another client saw it): try it at the next call, and stop
         reporting the last failure."""
-        self.last_error = None
-        self._down_until = -math.inf
-
-    def _failed(self, exc: BaseException) -> None:
-        if self.last_error is None:
-            log.warning("rate limits fall back to this worker's own: Redis at %s: %s",
-                        self.where, exc)  # fmt: skip
-        self.last_error = f"{type(exc).__name__}: {exc}"
-        self._down_until = self._clock() + self.retry_after_s
+        self.outage.revive()
 
     def _up(self) -> None:
-        if self.last_error is not None:
+        if self.outage.up():
             log.info("rate limits are shared through Redis at %s again", self.where)
-            self.last_error = None
 
 
 def _args(limits: Limits, requests: int, llm_tokens: int) -> list[float]:
