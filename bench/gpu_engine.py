@@ -28,13 +28,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service import by_popularity, free_port, level
+from service import by_popularity, free_port, level, wait_ready
 
 READY_S = 900.0
 """vLLM compiles and captures CUDA graphs before it answers: minutes, not seconds."""
@@ -54,20 +53,6 @@ def engine_command(args: argparse.Namespace, port: int) -> list[str]:
     model = str(resolve_model_path(args.model))
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--port", str(port),
             "--host", "127.0.0.1", "--n_ctx", str(args.context)]  # fmt: skip
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], within_s: float) -> None:
-    give_up = time.monotonic() + within_s
-    while time.monotonic() < give_up:
-        if process.poll() is not None:
-            sys.exit(f"{url}: the server exited ({process.returncode})")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    sys.exit(f"{url}: no answer within {within_s:.0f} s")
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

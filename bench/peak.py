@@ -30,16 +30,12 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
-from service import by_popularity, free_port, pct
+from service import by_popularity, free_port, fresh_copy, pct, wait_ready
 
 TEMPLATE_ONLY = ["--no-background", "--live-rate", "0"]
 WARM_S = 8.0
@@ -156,12 +152,8 @@ def main() -> None:
     source = Path(args.db)
     if not source.exists():
         sys.exit(f"no market at {source}: run `worthit simulate --db {source}` first")
-    scratch = Path(tempfile.mkdtemp(prefix="worthit-peak-"))
-    db = scratch / "market.db"
-    shutil.copy(source, db)
-    with sqlite3.connect(db) as conn:
-        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'explanations'").fetchone():
-            conn.execute("DELETE FROM explanations")
+    db = fresh_copy(source, "worthit-peak-")
+    scratch = db.parent
     port = free_port()
     env = {**os.environ, "NO_COLOR": "1"}
     if args.code:
@@ -173,15 +165,7 @@ def main() -> None:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(1200):
-            try:
-                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        else:
-            sys.exit("the server did not become ready")
+        wait_ready(base + "/readyz", server, within_s=120)
         pool = requests(db, port, 4000, seed=1)
         asyncio.run(capacity(port, pool, 8, WARM_S))  # every worker's sheets, verdicts, runs
         verdicts: list[float] = []

@@ -74,6 +74,31 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def fresh_copy(db: Path, prefix: str) -> Path:
+    """A copy of the market at `db` in a new scratch folder, its explanation store empty."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    shutil.copy(db, scratch / "market.db")
+    with sqlite3.connect(scratch / "market.db") as conn:
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'explanations'").fetchone():
+            conn.execute("DELETE FROM explanations")
+    return scratch / "market.db"
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], within_s: float = 120) -> None:
+    """Until `url` answers 200; exits the benchmark when the server dies or never does."""
+    give_up = time.monotonic() + within_s
+    while time.monotonic() < give_up:
+        if process.poll() is not None:
+            sys.exit(f"{url}: the server exited ({process.returncode})")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    sys.exit(f"{url}: no answer within {within_s:.0f} s")
+
+
 def pct(values: list[float], p: float) -> float | None:
     if not values:
         return None
@@ -250,14 +275,8 @@ def main() -> None:
     products = by_popularity(db)
     scratch = None
     if args.fresh_store:
-        scratch = Path(tempfile.mkdtemp(prefix="worthit-bench-"))
-        shutil.copy(db, scratch / "market.db")
-        db = scratch / "market.db"
-        with sqlite3.connect(db) as conn:
-            if conn.execute(
-                "SELECT name FROM sqlite_master WHERE name = 'explanations'"
-            ).fetchone():
-                conn.execute("DELETE FROM explanations")
+        db = fresh_copy(db, "worthit-bench-")
+        scratch = db.parent
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(db), "--port",
@@ -266,13 +285,7 @@ def main() -> None:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        wait_ready(base + "/readyz", server)
         time.sleep(args.fill_s)
         print(
             json.dumps({"store_at_start": httpx.get(base + "/readyz").json().get("explanations")})
