@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from worthit.cli.app import app as cli_app
 from worthit.server.app import create_app
-from worthit.server.https import HttpsServer, TlsFiles
+from worthit.server.https import HttpsServer, TlsFiles, adopt
 from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
 
 from service_fixtures import fake_engine, market_settings
@@ -135,14 +135,18 @@ def free_port() -> int:
 
 @contextmanager
 def https_serving(
-    market: Path, certs: Certs, limits: TransportLimits = DEFAULT_LIMITS
+    market: Path,
+    certs: Certs,
+    limits: TransportLimits = DEFAULT_LIMITS,
+    sock: socket.socket | None = None,
 ) -> Iterator[str]:
-    """The service on the fake engine behind the real HttpsServer, in a thread; yields
-    its base URL."""
+    """The service on the fake engine behind the real HttpsServer, in a thread (on `sock`
+    when given); yields its base URL."""
     engine = fake_engine()
     app = create_app(market_settings(market, auth=False), engine=engine)
-    port = free_port()
-    server = HttpsServer(app, "127.0.0.1", port, TlsFiles(certs.cert, certs.key), limits)
+    port = free_port() if sock is None else sock.getsockname()[1]
+    tls = TlsFiles(certs.cert, certs.key)
+    server = HttpsServer(app, "127.0.0.1", port, tls, limits, sock=sock)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -301,6 +305,27 @@ def test_connections_past_the_cap_are_closed_before_their_handshake(
             time.sleep(0.05)
 
 
+def test_it_serves_http2_on_a_socket_bound_before_it(
+    small_market: Path, tmp_path_factory: pytest.TempPathFactory, certs: Certs
+) -> None:
+    """As each `--workers` worker does, on the socket its parent bound."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    market = copy_of(small_market, tmp_path_factory)
+    with (
+        https_serving(market, certs, sock=sock) as base,
+        httpx.Client(http2=True, verify=client_context(certs)) as client,
+    ):
+        r = client.get(base + "/healthz")
+    assert r.status_code == 200 and r.http_version == "HTTP/2"
+
+
+def test_an_adopted_socket_says_tcp_so_asyncio_sets_nodelay_on_its_connections() -> None:
+    bound = socket.create_server(("127.0.0.1", 0))
+    assert bound.proto == 0
+    with adopt(bound, cap=1) as listener:
+        assert listener.proto == socket.IPPROTO_TCP and bound.fileno() == -1
+
+
 def test_the_cli_names_the_tls_option_at_fault(certs: Certs, market: Path, tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.pem"
     garbage.write_text("not a certificate\n")
@@ -372,3 +397,85 @@ def test_worthit_serve_over_https_with_the_bundled_model(
         _, stderr = server.communicate(timeout=60)
     assert server.returncode == 0, stderr
     assert f"https://127.0.0.1:{port}" in stderr
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's may wait for a reaper that never comes)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _readyz_over_h2(base: str, certs: Certs) -> tuple[httpx.Response, ssl.SSLObject] | None:
+    """/readyz on a connection of its own, and that connection's TLS."""
+    try:
+        with httpx.Client(http2=True, verify=client_context(certs), timeout=10) as client:
+            r = client.get(base + "/readyz")
+            return r, r.extensions["network_stream"].get_extra_info("ssl_object")
+    except httpx.HTTPError:
+        return None
+
+
+@pytest.mark.slow
+def test_two_workers_serve_https_on_one_port_and_stop_together(
+    small_market: Path, certs: Certs, tmp_path: Path
+) -> None:
+    market = tmp_path / "market.db"
+    shutil.copy(small_market, market)
+    port = free_port()
+    base = f"https://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
+         "--port", str(port), "--workers", "2", "--live-rate", "0", "--no-background",
+         "--threads", "1", "--context", "1024", "--max-sequences", "4",
+         "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    try:
+        give_up = time.monotonic() + 180
+        while (answer := _readyz_over_h2(base, certs)) is None or answer[0].status_code != 200:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < give_up, "no worker became ready"
+            time.sleep(0.2)
+        seen: dict[int, int] = {}
+        for _ in range(400):
+            answer = _readyz_over_h2(base, certs)
+            assert answer is not None
+            r, tls = answer
+            assert r.http_version == "HTTP/2" and tls.version() == "TLSv1.3"
+            if r.status_code == 200:
+                seen[r.json()["worker"]["index"]] = r.json()["worker"]["pid"]
+            if len(seen) == 2:
+                break
+        assert set(seen) == {0, 1}, seen
+        processes = _children(server.pid)
+        assert set(seen.values()) < processes  # and the engine's, multiprocessing's tracker
+
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()[-3000:]
+        give_up = time.monotonic() + 30
+        while left := {pid for pid in processes if _running(pid)}:
+            assert time.monotonic() < give_up, f"still running: {left}"
+            time.sleep(0.1)
+        assert "https://127.0.0.1" in (tmp_path / "serve.log").read_text()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()

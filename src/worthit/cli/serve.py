@@ -227,7 +227,7 @@ def serve_command(
         engine.claim_current_thread()
     app = create_app(settings, engine=engine, remote=remote)
     serving = f"model {model_path.name}" if model_path else f"engines {', '.join(engines or ())}"
-    url = f"{'http' if tls is None else 'https'}://{'[::1]' if host == '::1' else host}:{port}"
+    url = served_url(host, port, tls)
     stderr.print(f"worthit on {url}  ({serving}, market {shown(path)})")
     if demo:
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
@@ -259,8 +259,6 @@ def serve_with_workers(
     API processes on the port (server/workers.py)."""
     from worthit.server.workers import WorkerPlan, engine_command, serve_workers
 
-    if tls is not None:
-        raise typer.BadParameter("not yet with --tls-cert: use one worker", param_hint="--workers")
     config = settings.engine_config
     command: tuple[str, ...] = ()
     if not engines:
@@ -272,12 +270,18 @@ def serve_with_workers(
             max_sequences=config.max_sequences,
             deadline_ms=settings.default_deadline_ms,
         )
-    url = f"http://{'[::1]' if host == '::1' else host}:{port}"
+    url = served_url(host, port, tls)
     where = ", ".join(engines) if engines else f"an engine process ({settings.model_path})"
     stderr.print(f"worthit on {url}: {workers} workers, market {settings.db_path}, {where}")
     if not settings.auth:
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
-    serve_workers(WorkerPlan(settings, workers, host, port, limits, tuple(engines or ()), command))
+    serve_workers(
+        WorkerPlan(settings, workers, host, port, limits, tuple(engines or ()), command, tls)
+    )
+
+
+def served_url(host: str, port: int, tls: TlsFiles | None) -> str:
+    return f"{'http' if tls is None else 'https'}://{'[::1]' if host == '::1' else host}:{port}"
 
 
 def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:

@@ -23,7 +23,8 @@ socket:
 - ``max_connections``: Hypercorn has no such limit, so `CappedListener` counts the
   connections it accepted that are still open and closes one more at once, before its
   handshake (no HTTP has been spoken yet, so no 503). An HTTP/2 connection carries up to
-  100 concurrent streams.
+  100 concurrent streams. The count is the process's: with `--workers N` each worker caps
+  its own, as uvicorn's ``limit_concurrency`` does.
 """
 
 from __future__ import annotations
@@ -200,8 +201,10 @@ class CappedListener(socket.socket):
     asyncio reads as "nothing more to accept this turn": a flood of connections cannot
     keep the loop in here."""
 
-    def __init__(self, family: socket.AddressFamily, proto: int, cap: int) -> None:
-        super().__init__(family, socket.SOCK_STREAM, proto)
+    def __init__(
+        self, family: socket.AddressFamily, proto: int, cap: int, fileno: int | None = None
+    ) -> None:
+        super().__init__(family, socket.SOCK_STREAM, proto, fileno)
         self.cap = cap
         self.open_connections = 0
 
@@ -232,6 +235,13 @@ def listen(host: str, port: int, cap: int) -> CappedListener:
     return sock
 
 
+def adopt(sock: socket.socket, cap: int) -> CappedListener:
+    """`sock`, bound and listening already (a `--workers` worker's, inherited from the
+    parent), as a CappedListener that takes over its descriptor. IPPROTO_TCP whatever
+    `sock` says (`socket.create_server` leaves it 0), for TCP_NODELAY (`listen`)."""
+    return CappedListener(sock.family, socket.IPPROTO_TCP, cap, fileno=sock.detach())
+
+
 def _quiet_tls_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """Hypercorn lets a TLS error in closing a connection (a client still sending when the
     server refused it) reach the loop, which would log a traceback for each."""
@@ -244,7 +254,11 @@ def _quiet_tls_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) 
 class HttpsServer:
     """Hypercorn serving `app` over TLS on its own event loop, in the thread that calls
     `run` (asyncio's selector loop: uvloop accepts without ``sock.accept()``, which the
-    connection cap counts on)."""
+    connection cap counts on).
+
+    `sock`: a listening socket to serve on instead of binding `host`:`port` (a
+    `--workers` worker's, which all the workers share); the server takes it over, and its
+    connection cap counts this process's connections only."""
 
     def __init__(
         self,
@@ -253,8 +267,10 @@ class HttpsServer:
         port: int,
         tls: TlsFiles,
         limits: TransportLimits = DEFAULT_LIMITS,
+        sock: socket.socket | None = None,
     ) -> None:
         self.app, self.host, self.port, self.limits = app, host, port, limits
+        self.sock = sock
         self.config = hypercorn_config(tls, limits)
         self.started = False
         """True once it listens (after the app's startup), as uvicorn.Server's."""
@@ -266,8 +282,11 @@ class HttpsServer:
             runner.run(self.serve())
 
     async def serve(self) -> None:
+        cap = self.limits.max_connections
         try:
-            listener = listen(self.host, self.port, self.limits.max_connections)
+            listener = (
+                listen(self.host, self.port, cap) if self.sock is None else adopt(self.sock, cap)
+            )
         except OSError as exc:
             logger.error("cannot listen on %s port %d: %s", self.host, self.port, exc)
             return

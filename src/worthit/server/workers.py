@@ -8,7 +8,8 @@ wire exactly as it would remote replicas (`--engine URL`), so the engine process
 owns the model, its KV cache and its batch, and every worker's requests share them. The
 parent binds the socket before any worker starts, so the workers share one accept queue
 and the kernel hands each connection to whichever is free; it starts the engine first
-(unless `--engine` names replicas), and starts a worker again when one dies.
+(unless `--engine` names replicas), and starts a worker again when one dies. With TLS each
+worker runs Hypercorn (server/https.py) on that socket in uvicorn's place.
 
 What stays one per market, since two writers of it would disagree:
 
@@ -47,6 +48,7 @@ import httpx
 
 from worthit.audit import AuditPaths
 from worthit.audit.log import DEFAULT_ORIGIN
+from worthit.server.https import HttpsServer, TlsFiles
 from worthit.server.runtime import ENGINE_NICE
 from worthit.server.settings import ServiceSettings
 from worthit.server.transport import TransportLimits
@@ -75,6 +77,8 @@ class WorkerPlan:
     """Engine replicas' OpenAI-compatible base URLs; empty: start one (`engine_command`)."""
     engine_command: tuple[str, ...] = ()
     """`worthit engine serve …` without `--host`/`--port`, which are chosen here."""
+    tls: TlsFiles | None = None
+    """HTTPS on every worker; checked before this plan is made (`check_tls_files`)."""
 
 
 def worker_settings(settings: ServiceSettings, index: int) -> ServiceSettings:
@@ -169,7 +173,13 @@ class _Worker:
     ) -> _Worker:
         process = context.Process(
             target=_worker_main,
-            args=(worker_settings(plan.settings, index), tuple(engines), listener, plan.limits),
+            args=(
+                worker_settings(plan.settings, index),
+                tuple(engines),
+                listener,
+                plan.limits,
+                plan.tls,
+            ),
             name=f"worthit-worker-{index}",
         )
         process.start()
@@ -192,10 +202,11 @@ def _worker_main(
     engines: tuple[str, ...],
     listener: socket.socket,
     limits: TransportLimits,
+    tls: TlsFiles | None,
 ) -> None:
     """One API process: the service on the shared socket, the engines behind the router.
     In a process group of its own, so a Ctrl-C in the terminal reaches the parent only
-    (uvicorn takes a second signal as "force")."""
+    (uvicorn takes a second signal as "force"). Exits 1 when its server did not start."""
     os.setpgid(0, 0)
     import uvicorn
 
@@ -205,9 +216,16 @@ def _worker_main(
 
     app = create_app(settings, remote=Router(engines))
     host, port = listener.getsockname()[:2]
-    server = uvicorn.Server(uvicorn_config(app, host, port, limits))
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the parent's SIGINT again
-        server.run(sockets=[listener])
+    server: uvicorn.Server | HttpsServer
+    if tls is None:
+        server = uvicorn.Server(uvicorn_config(app, host, port, limits))
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the parent's SIGINT again
+            server.run(sockets=[listener])
+    else:
+        server = HttpsServer(app, host, port, tls, limits, sock=listener)
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Hypercorn leaves them to its caller
+            signal.signal(sig, server.handle_exit)
+        server.run()
     if not server.started:
         raise SystemExit(1)
 
