@@ -21,12 +21,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.engine.backend import EngineBackend
-from worthit.engine.remote import RemoteEngine, Wire
+from worthit.engine.remote import RemoteEngine, RemoteTimeouts, Wire
 from worthit.engine.router import Router
 from worthit.engine.sequence import FinishReason, SamplingParams
 from worthit.explain.explainer import Explanation, ExplanationRun
@@ -100,6 +102,71 @@ async def until(condition: Callable[[], bool], within_s: float = 30) -> None:
     while not condition():
         assert time.monotonic() < give_up, "condition not reached"
         await asyncio.sleep(0.05)
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """One sample of a Prometheus text exposition, None if absent."""
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None
+
+
+def test_two_tenants_through_a_router_get_the_replicas_fair_share(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    """The tenant travels as `user`: the replica counts two tenants, and b's requests,
+    sent while a fills the batch and queues the rest of 8, join as a's first ones end,
+    not behind a's whole backlog (before: anonymous, one queue, b last)."""
+    replica = replicas[0]
+    site = replica.url.removesuffix("/v1")
+    count = {"role": "user", "content": "Count from 1 to 200, one number a line."}
+
+    async def main() -> tuple[list[float], list[float], int, int]:
+        router = Router([replica.url], timeouts=RemoteTimeouts(read_s=120))  # a's queue
+        await router.start()
+        first: dict[str, float] = {}
+        most_tenants = 0
+
+        async def read(name: str, tenant: str) -> None:
+            msgs = [{"role": "system", "content": f"You are counter {name}."}, count]
+            stream = router.submit(messages=msgs, tenant=tenant,
+                                   params=SamplingParams(max_tokens=24, temperature=0))  # fmt: skip
+            async for delta in stream:
+                if delta.text:
+                    first.setdefault(name, time.monotonic())
+
+        async def load() -> dict[str, int]:
+            return dict((await http.get(site + "/healthz")).json())
+
+        async with httpx.AsyncClient(timeout=10) as http:
+            try:
+                readers = [asyncio.create_task(read(f"a{i}", "a")) for i in range(8)]
+                give_up = time.monotonic() + 60
+                while (status := await load())["running"] + status["waiting"] < 8:
+                    assert time.monotonic() < give_up, status
+                    await asyncio.sleep(0.01)
+                running = status["running"]  # the batch window's, at most 4
+                readers += [asyncio.create_task(read(f"b{i}", "b")) for i in range(2)]
+                while not all(r.done() for r in readers):
+                    text = (await http.get(site + "/metrics")).text
+                    tenants = sample(text, "worthit_engine_tenants") or 0
+                    most_tenants = max(most_tenants, int(tenants))
+                    await asyncio.sleep(0.02)
+                await asyncio.gather(*readers)
+            finally:
+                await router.aclose()
+        return ([first[f"a{i}"] for i in range(8)], [first[f"b{i}"] for i in range(2)],
+                most_tenants, running)  # fmt: skip
+
+    a_first, b_first, most_tenants, running = asyncio.run(main())
+    assert most_tenants == 2
+    # b takes the first slots a's running ones free (a, at its cap of half of the
+    # replica's 4 sequences while b waits, joins at most two beside it): before, b came
+    # after all 8 of a's
+    assert 0 < running <= 4
+    assert sum(1 for t in a_first if t < max(b_first)) <= running + 2
 
 
 def test_a_worthit_replica_continues_the_answer_and_reports_its_tokens(
@@ -202,6 +269,13 @@ def test_a_replica_killed_mid_stream_costs_no_answer_and_is_ejected(
                 await until(lambda: not router.status().replicas[1].healthy)
                 status = {r.url: r for r in router.status().replicas}
                 assert status[doomed.url].ejections == 1 and status[replicas[1].url].healthy
+                text = generate_latest(router.metrics.registry).decode()
+                assert sample(text, "worthit_replica_up", replica=doomed.url) == 0
+                assert sample(text, "worthit_replica_up", replica=replicas[1].url) == 1
+                assert sample(text, "worthit_replica_ejections_total", replica=doomed.url) == 1
+                errors = sample(text, "worthit_replica_requests_finished_total",
+                                replica=doomed.url, finish_reason="error")  # fmt: skip
+                assert errors is not None and errors >= 1
                 after = await asyncio.gather(*(explained(router, t) for t in on_doomed[:3]))
                 assert all(f.fallback_reason != "engine_error" for f in after)
                 assert all(f.tokens["completion"] > 0 for f in after)  # the survivor wrote them
@@ -229,9 +303,10 @@ def test_llama_cpp_server_writes_the_same_continuation_as_a_worthit_replica(
             final = await explained(anchor, PRODUCTS[2])
             run = ExplanationRun(decision(PRODUCTS[2]).sheet, make_verdict())
             texts = []
-            for engine in (anchor, ours):
+            for engine in (anchor, ours):  # each takes the tenant as `user`
                 stream = engine.submit(messages=run.messages, answer_prefix=run.prefix,
-                                       params=SamplingParams(max_tokens=8))  # fmt: skip
+                                       params=SamplingParams(max_tokens=8),
+                                       tenant="shopper-1")  # fmt: skip
                 texts.append("".join([d.text async for d in stream]))
             return anchor.wire, final, texts[0], texts[1]
         finally:
@@ -282,6 +357,7 @@ def test_worthit_serve_with_remote_engines_answers_over_http(
         refused = httpx.post(
             base + "/v1/chat/completions", json=chat | {"deadline_ms": 1}, timeout=60
         )
+        metrics = httpx.get(base + "/metrics", timeout=10).text
     finally:
         server.send_signal(signal.SIGINT)
         _, stderr = server.communicate(timeout=60)
@@ -294,3 +370,8 @@ def test_worthit_serve_with_remote_engines_answers_over_http(
     assert proxied["usage"]["completion_tokens"] > 0  # plain chat goes on to a replica
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "deadline_unmeetable"
+    for replica in replicas:  # the router's replicas, not an engine's
+        assert sample(metrics, "worthit_replica_up", replica=replica.url) == 1
+        assert sample(metrics, "worthit_replica_ejections_total", replica=replica.url) == 0
+    assert sample(metrics, "worthit_replica_time_to_first_token_seconds_count")
+    assert sample(metrics, "worthit_replica_requests_finished_total")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))  # shared fakes and fixtures
@@ -16,12 +17,14 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.server.app import create_app
 from worthit.server.settings import ServiceSettings
+from worthit.server.tenants import TenantStore
 
 from engine_fakes import FakeRunner
 from engine_fixtures import model_path
 from live_server import LiveServer
+from service_fixtures import market_copy, market_settings
 
-__all__ = ["model_path"]  # the fixture, imported for pytest to find
+__all__ = ["market_copy", "model_path"]  # the fixtures, imported for pytest to find
 
 ENGINE_ONLY = ServiceSettings(db_path=None, auth=False)
 QUESTION = [
@@ -159,6 +162,45 @@ def test_client_disconnect_mid_stream_aborts_and_frees_kv():
     assert engine.runner.samplers_alive == 0  # type: ignore[attr-defined]
     engine.blocks.check()
     assert set(engine.runner.kv) == set(engine.blocks.tables)  # type: ignore[attr-defined]
+
+
+def tenants_while_streaming(server: LiveServer, engine: Engine, users: list[dict[str, str]]) -> int:
+    """The most tenants the engine counts while one long stream per `users` entry runs."""
+    body = {"model": "m", "messages": QUESTION, "max_tokens": 2000, "stream": True}
+    with httpx.Client(base_url=server.base_url) as http, ExitStack() as streams:
+        reading = []  # a line iterator dropped would close its stream
+        for headers in users:
+            user = {"user": headers.pop("user")}
+            response = streams.enter_context(
+                http.stream("POST", "/v1/chat/completions", json=body | user, headers=headers)
+            )
+            assert response.status_code == 200
+            reading.append(response.iter_lines())
+            assert next(reading[-1]).startswith("data: ")
+        seen = 0
+        for _ in range(20):
+            seen = max(seen, engine.status().tenants)
+            time.sleep(0.01)
+        return seen
+
+
+def test_user_is_the_fair_share_without_keys_and_ignored_with_them(market_copy: Path) -> None:
+    """Behind API workers a replica runs without keys and takes their tenant as `user`;
+    a server with keys shares by the key's tenant, so varying `user` buys no share."""
+    engine = fake_engine()
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
+        open_tenants = tenants_while_streaming(server, engine, [{"user": "a"}, {"user": "b"}])
+    engine.close()
+    _, key = TenantStore(market_copy).create("acme", "medium", rpm=100, tpm=100_000)
+    auth = {"Authorization": f"Bearer {key}"}
+    engine = fake_engine()
+    with LiveServer(create_app(market_settings(market_copy), engine=engine)) as server:
+        keyed_tenants = tenants_while_streaming(
+            server, engine, [auth | {"user": "a"}, auth | {"user": "b"}]
+        )
+    engine.close()
+    assert open_tenants == 2
+    assert keyed_tenants == 1
 
 
 @pytest.mark.slow

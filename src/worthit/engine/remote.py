@@ -17,6 +17,10 @@ Which wire a replica gets is read from its `GET /v1/models` (`owned_by`):
   unless told otherwise: SmolLM2's and Qwen's). It streams no usage: completion tokens
   are counted one a chunk, as it sends them.
 
+Every wire carries the tenant as OpenAI's `user` (the end user's id, which vLLM, SGLang,
+llama-server and llama_cpp.server accept): a worthit replica shares itself fairly between
+tenants by it, as the engine in process does.
+
 Failures: one retry on a connect failure (refused, timed out), never once the request
 was sent, so a token is never produced twice; every other failure (the replica died
 mid-stream, a read timed out, a 5xx) ends the stream with finish_reason "error", which
@@ -30,7 +34,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +154,9 @@ class RemoteEngine:
         self.health = Health()
         self.in_flight = 0
         """Requests placed here and not yet ended: the router's load."""
+        self.on_end: Callable[[str, FinishReason, float | None], None] | None = None
+        """Told of each stream placed here as it ends (this base URL, its finish reason,
+        its time to first token): the router's metrics. A refusal is no end."""
         t = self.timeouts
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(t.read_s, connect=t.connect_s),
@@ -190,6 +197,12 @@ class RemoteEngine:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def ended(self, finish: FinishReason | None, ttft_s: float | None) -> None:
+        """A stream placed here ended (finish None: refused, or raised before its end)."""
+        self.in_flight -= 1
+        if finish is not None and self.on_end is not None:
+            self.on_end(self.base_url, finish, ttft_s)
+
     def submit(
         self,
         *,
@@ -203,7 +216,7 @@ class RemoteEngine:
         """Queue nothing yet: the request leaves when the stream is first read."""
         return self.submit_to(
             [self, self], messages=messages, params=params, priority=priority,
-            deadline_s=deadline_s, answer_prefix=answer_prefix,
+            deadline_s=deadline_s, answer_prefix=answer_prefix, tenant=tenant,
         )  # fmt: skip
 
     def submit_to(
@@ -215,6 +228,7 @@ class RemoteEngine:
         priority: Priority,
         deadline_s: float | None,
         answer_prefix: str,
+        tenant: str | None = None,
     ) -> RemoteStream:
         """A stream that tries `targets[0]`, and `targets[1]` once if it cannot connect."""
         if messages is None:
@@ -222,8 +236,9 @@ class RemoteEngine:
         if priority.is_background and deadline_s is not None:
             raise ValueError("background requests carry no deadline")
         request = _Request(
-            list(messages), params or SamplingParams(), priority, deadline_s, answer_prefix
-        )
+            list(messages), params or SamplingParams(), priority, deadline_s, answer_prefix,
+            tenant,
+        )  # fmt: skip
         return RemoteStream(request, list(targets))
 
     def _body(self, request: _Request) -> tuple[str, dict[str, Any]]:
@@ -242,6 +257,8 @@ class RemoteEngine:
             body["seed"] = params.seed
         if params.stop:
             body["stop"] = list(params.stop)
+        if request.tenant is not None:
+            body["user"] = request.tenant
         if self.wire is Wire.COMPLETIONS:
             body["prompt"] = self.template.render(request.messages) + request.answer_prefix
             return "/completions", body
@@ -267,6 +284,7 @@ class _Request:
     priority: Priority
     deadline_s: float | None
     answer_prefix: str
+    tenant: str | None
 
 
 class _ReplicaFailedError(Exception):
@@ -302,10 +320,10 @@ class RemoteStream:
         try:
             delta = await anext(self._events)
         except BaseException:
-            self._end()
+            self._end(None)
             raise
         if delta.finish_reason is not None:
-            self._end()
+            self._end(delta.finish_reason)
             await self._events.aclose()  # the connection goes back to the pool now
         return delta
 
@@ -313,16 +331,17 @@ class RemoteStream:
         """Close the HTTP stream: a worthit replica aborts the request when it sees that."""
         if self._done:
             return
-        self._end()
+        self._end(FinishReason.ABORT)
         if self._events is not None:
             closing = asyncio.get_running_loop().create_task(self._events.aclose())
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
 
-    def _end(self) -> None:
+    def _end(self, finish: FinishReason | None) -> None:
         if not self._done:
             self._done = True
-            self.replica.in_flight -= 1
+            done = self.completion
+            self.replica.ended(finish, None if done is None else done.ttft_s)
 
     async def _run(self) -> AsyncGenerator[Delta, None]:
         for attempt, replica in enumerate(self._targets[:2]):

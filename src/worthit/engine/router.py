@@ -12,6 +12,7 @@ moves only the keys it takes or held.
 Health: every request's outcome and a periodic probe (GET /v1/models) count; a replica
 is ejected after `eject_after` consecutive failures and readmitted by its first healthy
 probe. A connect failure is retried once on the next replica of the key's order.
+`metrics` (router_metrics.py) shows each replica's health, load and pace at /metrics.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from worthit.engine.remote import (
     RemoteStream,
     RemoteTimeouts,
 )
+from worthit.engine.router_metrics import RouterMetrics
 from worthit.engine.sequence import DeadlinePolicy, FinishReason, Priority, SamplingParams
 from worthit.engine.streams import Completion, Delta
 
@@ -135,6 +137,10 @@ class ReplicaStatus:
     in_flight: int
     failures: int
     ejections: int
+    ttft_s: float
+    """The measured pace (moving averages) that maps a deadline to max_tokens for
+    servers that take no deadline: time to first token, then per token."""
+    token_s: float
 
 
 @dataclass(frozen=True)
@@ -170,8 +176,10 @@ class Router:
         self.replicas = {
             url.rstrip("/"): RemoteEngine(url, timeouts=timeouts, template=template) for url in urls
         }
+        self.metrics = RouterMetrics(self.status)
         for replica in self.replicas.values():
             replica.health.threshold = eject_after
+            replica.on_end = self.metrics.ended
         self.ring = BoundedLoadRing(self.replicas, balance)
         self.probe_interval_s = probe_interval_s
         self.model_id = ""
@@ -238,7 +246,7 @@ class Router:
             return NoReplicaStream()
         return targets[0].submit_to(
             targets, messages=messages, params=params, priority=priority,
-            deadline_s=deadline_s, answer_prefix=answer_prefix,
+            deadline_s=deadline_s, answer_prefix=answer_prefix, tenant=tenant,
         )  # fmt: skip
 
     async def submit_async(
@@ -271,6 +279,8 @@ class Router:
                     in_flight=r.in_flight,
                     failures=r.health.failures,
                     ejections=r.health.ejections,
+                    ttft_s=r.pace.ttft_s,
+                    token_s=r.pace.token_s,
                 )
                 for r in self.replicas.values()
             ),

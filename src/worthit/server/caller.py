@@ -28,9 +28,21 @@ def request_tenant(request: Request) -> Tenant | None:
 
 
 def tenant_name(request: Request) -> str | None:
-    """The engine's fair-share key: the tenant, or None (one anonymous share) without auth."""
+    """The authenticated tenant's name, or None without auth."""
     tenant = request_tenant(request)
     return None if tenant is None else tenant.name
+
+
+def fair_share_key(request: Request, user: str | None = None) -> str | None:
+    """The engine's fair-share key for a request naming OpenAI's `user`.
+
+    With API keys it is the key's tenant whatever `user` says: otherwise a key's holder
+    could split itself into as many shares as it has names to send. Without keys it is
+    `user`, else None (one anonymous share): that is `worthit engine serve`, which runs
+    with auth off behind the API workers, and they send the tenant they authenticated as
+    `user` (engine/remote.py)."""
+    tenant = request_tenant(request)
+    return user if tenant is None else tenant.name
 
 
 def request_priority(request: Request, asked: str | None = None) -> Priority:

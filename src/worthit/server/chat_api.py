@@ -8,6 +8,10 @@ quantile of what recent answers produced, bounded by max_tokens, by the deadline
 longer one stopped at a sentence end; or "sentence": one sentence by the deadline). A
 request the engine cannot serve before its deadline is refused at once with HTTP 503,
 `code: "deadline_unmeetable"` and `x-should-retry: false`.
+
+OpenAI's `user` names the engine's fair share on plain chat when the server has no keys
+(caller.fair_share_key); the answer flow's tenant, which its audit record keeps, is only
+ever the authenticated one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from worthit.engine.engine import Completion, Delta, Engine
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.router import Router
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
-from worthit.server.caller import request_priority, tenant_name
+from worthit.server.caller import fair_share_key, request_priority, tenant_name
 from worthit.server.openai_schema import ChatCompletionRequest
 from worthit.server.openai_wire import DONE_LINE, chat_chunk, completion_object, error_response
 from worthit.server.sse import FastJSONResponse
@@ -87,7 +91,7 @@ async def chat_completions(
             priority=priority,
             deadline_s=None if body.deadline_ms is None else body.deadline_ms / 1000,
             deadline_policy=DeadlinePolicy(body.deadline_policy),
-            tenant=tenant_name(request),
+            tenant=fair_share_key(request, body.user),
         )
         first = None if state.remote is None else await anext(stream)  # a refusal comes here
     except (AdmissionRefusedError, PromptTooLongError, EngineClosedError, ValueError) as exc:

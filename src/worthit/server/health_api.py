@@ -116,11 +116,8 @@ def _audit(log: AuditLog) -> dict[str, Any]:
 
 @router.get("/metrics")
 async def metrics(state: StateDep) -> Response:
-    text = (
-        b""
-        if state.remote is not None
-        else generate_latest(state.running_engine().metrics.registry)
-    )
+    engine = state.remote if state.remote is not None else state.running_engine()
+    text = generate_latest(engine.metrics.registry)
     if state.answerer is not None:
         text += generate_latest(state.answerer.metrics.registry)
     return Response(text, media_type=CONTENT_TYPE_LATEST)

@@ -17,6 +17,7 @@ from worthit.server.fields import Text
 MAX_COMPLETION_TOKENS = 2048
 """The most a plain chat request may generate (the context is shared by every request)."""
 MAX_DEADLINE_MS = 600_000
+MAX_USER_CHARS = 256
 
 
 class Message(BaseModel):
@@ -47,6 +48,10 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
+    user: Text | None = Field(default=None, max_length=MAX_USER_CHARS)
+    """OpenAI's end-user id: the engine's fair-share key where the server has no keys
+    (how the API workers name their tenant to a `worthit engine serve` replica); with
+    keys the share is the key's tenant, whatever this says."""
     priority: Literal["high", "medium", "low", "background"] | None = None
     """At most the key's class; none asked: the key's class (medium without keys).
     background: no deadline, tokens only when no other class needs the engine."""
