@@ -14,7 +14,7 @@ from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.keys import explanation_key as key_of
 from worthit.explain.keys import model_identity
 from worthit.explain.prompt import answer_prefix, build_messages
-from worthit.explain.store import SqliteExplanationStore, StoredExplanation
+from worthit.explain.store import ABSENT_FOR_MS, SqliteExplanationStore, StoredExplanation
 from worthit.market.store import MarketStore
 
 from factories import make_reason, make_stored, make_verdict
@@ -81,6 +81,26 @@ def test_the_store_keeps_entries_across_a_restart(market_db: str) -> None:
     assert again.get("nope") is None
     assert again.text_bytes() == len(entry("k1").text.encode())  # type: ignore[union-attr]
     again.close()
+
+
+def test_a_miss_is_remembered_briefly_and_forgotten_by_a_write(market_db: str) -> None:
+    """A miss repeated within ABSENT_FOR_MS asks the database nothing (so another
+    process's write is not seen yet); this store's own write is seen at once."""
+    clock = Clock()
+    reader = SqliteExplanationStore(market_db, clock=clock)
+    writer = SqliteExplanationStore(market_db, clock=clock)  # another worker's store
+    assert reader.get("k") is None
+    writer.put(entry("k"))
+    assert reader.get("k") is None  # remembered as missing
+    clock.ms += ABSENT_FOR_MS
+    seen = reader.get("k")
+    assert seen is not None and seen.text == WAIT_TEXT
+    assert reader.get("other") is None
+    reader.put(entry("other"))
+    assert reader.get("other") is not None
+    assert reader.misses == 3
+    reader.close()
+    writer.close()
 
 
 def test_the_store_is_bounded_least_recently_used_out_first(market_db: str) -> None:

@@ -2,7 +2,8 @@
 
 Persisted in the market's SQLite file (its own table and migrations, see
 `migrate_component`), so it survives restarts; bounded, least recently used first out;
-with a small in-memory front so a hit costs a dict lookup, not a query. A negative entry
+with a small in-memory front so a hit costs a dict lookup, not a query, and a miss
+repeated within `ABSENT_FOR_MS` costs one too. A negative entry
 (every try failed the checks) is kept too, so the generator does not retry the same
 inputs in a loop; it tries again after `RETRY_FAILED_AFTER_MS`. `ExplanationStore` is the
 interface another backend (Redis, when several processes share the store) implements.
@@ -27,6 +28,10 @@ TOUCH_FLUSH_MS = 30_000
 """How long a hit's new `last_used` may stay in memory before it is written: LRU order
 need not be exact to the second, and a write per hit would put SQLite on the hot path."""
 RETRY_FAILED_AFTER_MS = 6 * 3_600_000
+ABSENT_FOR_MS = 2_000
+"""How long a miss is remembered: a burst's asks for one product cost one query, and
+another process's write of that key (the generator in `--workers`' worker 0) is seen
+within this; this process's own writes clear it at once."""
 
 MIGRATIONS = (
     Migration(
@@ -107,6 +112,8 @@ class SqliteExplanationStore:
         )
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, StoredExplanation] = OrderedDict()
+        self._absent: OrderedDict[str, int] = OrderedDict()
+        """Keys missed lately, with when the miss is forgotten."""
         self._touched: dict[str, int] = {}
         self._flushed_at = clock()
         self._count = self._query_count()
@@ -119,6 +126,9 @@ class SqliteExplanationStore:
             entry = self._memory.get(key)
             if entry is not None:
                 self._memory.move_to_end(key)
+            elif self._absent.get(key, now) > now:
+                self.misses += 1
+                return None
         if entry is None:
             row = (
                 self._db.connection()
@@ -127,6 +137,7 @@ class SqliteExplanationStore:
             )
             if row is None:
                 self.misses += 1
+                self._remember_absent(key, now)
                 return None
             entry = StoredExplanation(*row)
             self._remember(entry)
@@ -191,8 +202,16 @@ class SqliteExplanationStore:
         with self._lock:
             self._memory.clear()  # cheaper than finding which of them went
 
+    def _remember_absent(self, key: str, now: int) -> None:
+        with self._lock:
+            self._absent[key] = now + ABSENT_FOR_MS
+            self._absent.move_to_end(key)
+            while len(self._absent) > MEMORY_ENTRIES:
+                self._absent.popitem(last=False)
+
     def _remember(self, entry: StoredExplanation) -> None:
         with self._lock:
+            self._absent.pop(entry.key, None)
             self._memory[entry.key] = entry
             self._memory.move_to_end(entry.key)
             while len(self._memory) > MEMORY_ENTRIES:
