@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,6 +254,36 @@ def test_chat_messages_use_the_gguf_template_and_fit_the_context(model_path: Pat
         assert isinstance(done, Completion)
         assert done.truncated_messages > 0
         assert done.prompt_tokens <= 256 - 8
+        assert done.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)
+    finally:
+        engine.close()
+
+
+def test_an_engine_measured_too_slow_measures_again_when_idle(model_path: Path):
+    """A start-up calibration taken on a busy machine can leave the model so slow that
+    every request is refused, and refusals teach it nothing: after refusing, an idle
+    engine calibrates again and admits what fits (before: refused for good)."""
+    engine = Engine.from_gguf(model_path, config())
+    params = SamplingParams(max_tokens=4)
+
+    def as_a_busy_machine_left_it() -> None:
+        engine.step_model.overhead_s = 5.0
+
+    try:
+        engine.call_in_engine_thread(as_a_busy_machine_left_it).result(timeout=30)
+
+        async def ask() -> Completion:
+            return await engine.submit(chat(QUESTIONS[0]), params=params, deadline_s=3.0).collect()
+
+        with pytest.raises(AdmissionRefusedError):
+            run(ask())
+        give_up = time.monotonic() + 60
+        while engine.calibration.calibrations < 2:
+            assert time.monotonic() < give_up, "no re-calibration"
+            time.sleep(0.1)
+        assert engine.step_model.overhead_s < 1.0
+        done = run(ask())
+        assert isinstance(done, Completion)
         assert done.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)
     finally:
         engine.close()

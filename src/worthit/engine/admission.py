@@ -38,6 +38,9 @@ class Admission:
         """Uncached prompt tokens per live class, admitted but not yet picked up."""
         self._in_transit = [0, 0]
         """Live and background requests admitted but not yet picked up."""
+        self.refused_for_time = 0
+        """Requests refused because their deadline looked unmeetable, so far: the
+        calibration re-measures when these grow (calibration.py)."""
 
     def admit(self, seq: Sequence, now: float) -> None:
         """Raise AdmissionRefusedError when seq's queue is full or its deadline cannot
@@ -60,6 +63,7 @@ class Admission:
                     budget, seq.required_tokens, uncached + ahead, seq.priority
                 )
                 if now + needed > seq.deadline:
+                    self.refused_for_time += 1
                     self._metrics.refusals.labels("deadline").inc()
                     raise AdmissionRefusedError(
                         seq.request_id, "deadline", needed, seq.deadline - now

@@ -9,6 +9,13 @@ the model stuck with a stale overhead and every request refused at 2 requests/s.
 after large steps only, the first idle gap of ``IDLE_PROBE_S`` times two one-token
 steps (~20 ms), which pulls the overhead back.
 
+A model measured too slow refuses every live request, and refused requests teach it
+nothing: a start-up calibration taken while the machine was busy (the API workers of
+`worthit serve --workers` importing and building their caches beside a niced engine) left
+one engine process refusing every explanation for good. So when requests were refused for
+time since the last measurement, an idle engine calibrates again, at most once every
+``RECALIBRATE_EVERY_S``.
+
 Background steps run on ``background_threads``; when that is not ``n_threads`` they
 are timed into a model of their own, calibrated at start the same way on those threads.
 Background work keeps the engine from ever idling, so the engine also re-measures in
@@ -34,6 +41,10 @@ IDLE_PROBE_S = 0.25
 """Idle seconds after which a stale step-time model is re-measured: short, because
 refused traffic leaves only short idle gaps."""
 PROBE_TOKENS = 64
+RECALIBRATE_EVERY_S = 5.0
+"""The least time between two calibrations prompted by refusals (each costs four steps,
+~40 ms of the engine's threads here), so a machine that really is too slow for its
+deadlines is not re-measured in a loop."""
 
 
 class Calibration:
@@ -51,15 +62,43 @@ class Calibration:
         self.background_model = background_model or model
         self.blocks = blocks
         self.seq_id = config.num_seq_ids - 1
+        self.calibrations = 0
+        self._calibrated_at = -float("inf")
+        self._refused_at_calibration = 0
 
-    def calibrate(self) -> None:
+    def calibrate(self, refused: int = 0, replace: bool = False) -> None:
+        """Seed the models from a 64-token and a 1-token step. `replace`: set them to
+        those two steps' line instead of teaching them (a re-calibration of a model that
+        refused). `refused`: the admission's refusals for time so far."""
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
         end = len(tokens)
         runs = [(0, tokens), (0, tokens), (end, tokens[:1]), (end, tokens[:1])]
+        models = [self.model]
         if self.background_model is not self.model:
-            self._time_steps("calibration", runs, self.background_model)
-        self._time_steps("calibration", runs, self.model)
+            models.insert(0, self.background_model)
+        for model in models:
+            timed = self._time_steps("calibration", runs, model, teach=not replace)
+            if replace:
+                model.remeasure(timed[1], timed[0])
+        self._calibrated_at = time.monotonic()
+        self._refused_at_calibration = refused
+        self.calibrations += 1
+
+    def recalibrate_if_refused(self, refused: int) -> None:
+        """Calibrate again, replacing the models, if requests were refused for time since
+        the last calibration (`refused` counts them all so far), it is
+        `RECALIBRATE_EVERY_S` old, and the spare sequence id and blocks for the probe are
+        free. Only when the engine is idle, and never for an engine started without
+        calibration (a test's fake runner keeps the model it was given)."""
+        if self.calibrations == 0 or refused == self._refused_at_calibration:
+            return
+        if time.monotonic() - self._calibrated_at < RECALIBRATE_EVERY_S:
+            return
+        needed = -(-PROBE_TOKENS // self.blocks.block_size)
+        if not self.blocks.is_free(self.seq_id) or self.blocks.free_blocks < needed:
+            return
+        self.calibrate(refused, replace=True)
 
     def reprobe_if_stale(self) -> None:
         """Time two one-token steps if only large steps were seen since the last small
@@ -72,19 +111,28 @@ class Calibration:
         self._time_steps("probe", [(0, token), (0, token)], self.model)
 
     def _time_steps(
-        self, request_id: str, runs: list[tuple[int, list[int]]], model: StepTimeModel
-    ) -> None:
-        """Run pairs of steps on model's threads and teach it the second of each pair:
-        the first pays one-time costs (allocation, a graph of a new shape, a thread
-        count set)."""
+        self,
+        request_id: str,
+        runs: list[tuple[int, list[int]]],
+        model: StepTimeModel,
+        teach: bool = True,
+    ) -> list[tuple[int, float]]:
+        """Run pairs of steps on model's threads and time the second of each pair (the
+        first pays one-time costs: allocation, a graph of a new shape, a thread count
+        set); teach `model` those unless not `teach`. (tokens, seconds) of each."""
         config = self.config
         background = model is self.background_model and model is not self.model
         self.runner.set_threads(config.background_threads if background else config.n_threads)
         probe = internal_sequence(request_id, runs[0][1], Detokenizer(self.runner.piece))
+        timed = []
         for i, (start, chunk) in enumerate(runs):
             self.runner.truncate(self.seq_id, start)
             t0 = time.perf_counter()
             self.runner.step([Chunk(probe, self.seq_id, start, list(chunk), sample=False)], {})
             if i % 2:
-                model.observe(len(chunk), time.perf_counter() - t0, len(chunk) == 1)
+                seconds = time.perf_counter() - t0
+                timed.append((len(chunk), seconds))
+                if teach:
+                    model.observe(len(chunk), seconds, len(chunk) == 1)
         self.runner.truncate(self.seq_id, 0)
+        return timed

@@ -508,6 +508,7 @@ class Engine:
     def _idle(self) -> None:
         if not self._wake.wait(IDLE_PROBE_S):
             self.calibration.reprobe_if_stale()
+            self.calibration.recalibrate_if_refused(self.admission.refused_for_time)
         self._wake.clear()
         self._live_seen = time.monotonic()
 

@@ -55,6 +55,18 @@ class StepTimeModel:
             if decode_only:
                 self.decode_step_ewma_s = 0.8 * self.decode_step_ewma_s + 0.2 * seconds
 
+    def remeasure(self, small: tuple[int, float], large: tuple[int, float]) -> None:
+        """Replace both coefficients with the line through two steps just timed, (tokens,
+        seconds) each: for a model known to be wrong, which blending would leave wrong
+        for many more steps."""
+        (n_small, small_s), (n_large, large_s) = small, large
+        with self._lock:
+            per_token = max(1e-5, (large_s - small_s) / max(1, n_large - n_small))
+            self.per_token_s = per_token
+            self.overhead_s = max(0.0, small_s - per_token * n_small)
+            self.step_ewma_s = self.decode_step_ewma_s = small_s
+            self.large_steps_since_small = 0
+
     def observe_sentence(self, n_tokens: int) -> None:
         """Tokens one sentence took; the deadline stop needs the next one's length."""
         self.sentence_tokens = 0.8 * self.sentence_tokens + 0.2 * n_tokens
