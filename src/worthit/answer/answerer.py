@@ -26,7 +26,6 @@ from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.live import explain_live, needs_no_model, summary_explanation
 from worthit.answer.metrics import AnswerMetrics
 from worthit.answer.run_memo import RunMemo
-from worthit.answer.verdict_first import VerdictFirst
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider, Decision, DecisionStatus
@@ -81,8 +80,6 @@ class Answerer:
         self.wanted = Wanted()
         """Inputs a shopper missed in the store: the generator writes them first."""
         self.runs = RunMemo(self.key)
-        self.verdict_first = VerdictFirst()
-        """Holds explanations while other answers' verdicts are being decided."""
         self.digests = FactsDigests()
         self.restated = Wanted()
         """Products events changed: the generator rewrites the explanations of these it
@@ -136,15 +133,10 @@ class Answerer:
         as-of one neither reads nor fills them, nor tells the generator what is asked now.
         """
         started = time.perf_counter()
-        ticket = self.verdict_first.started()
-        try:
-            decision = self.decider.decide(question, sku=sku, language=language, at_ms=as_of_ms)
-            timings = dict(decision.timings_ms)
-            timings["to_verdict"] = _ms(started)
-            yield VerdictReady(decision, dict(timings))
-        finally:
-            self.verdict_first.decided()
-        await self.verdict_first.turn(ticket)
+        decision = self.decider.decide(question, sku=sku, language=language, at_ms=as_of_ms)
+        timings = dict(decision.timings_ms)
+        timings["to_verdict"] = _ms(started)
+        yield VerdictReady(decision, dict(timings))
         explanation: Explanation | None = None
         if decision.status is DecisionStatus.ANSWERED and as_of_ms is not None:
             explanation = as_of_explanation(decision)

@@ -6,6 +6,7 @@ the flow yields: as SSE (`verdict`, `token`…, `done`, or `error`) or as one JS
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Literal
@@ -145,6 +146,7 @@ async def _stream(
     verdict = verdict_payload(first.decision)
     verdict["timings_ms"] = first.timings_ms
     yield sse_event("verdict", verdict)
+    await asyncio.sleep(0)  # verdicts first: other shoppers' waiting ones go out before this text
     async with aclosing(events):
         try:
             async for event in events:
