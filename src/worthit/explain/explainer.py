@@ -75,7 +75,7 @@ class RunBasis:
 
     @classmethod
     def of(cls, sheet: FactSheet, verdict: Verdict) -> RunBasis:
-        inputs = ExplanationInputs.of(sheet.title, verdict)
+        inputs = ExplanationInputs.of(sheet.title, verdict, sheet.currency)
         return cls(
             inputs, build_messages(inputs), answer_prefix(inputs), allowed_numbers(sheet, verdict)
         )

@@ -3,11 +3,12 @@
 Every token of it is prefilled on a cold request, and a 135M-parameter model follows a
 short prompt better than a long one. The instructions come first and are the same for
 every product in a language, so the engine's prefix cache holds them once; what differs
-per product (title, verdict, two reason sentences) is about 60 tokens. The answer is
-started for the model with the verdict's label ("Better to wait because"), which keeps a
-small model on topic far better than instructions do. The old prompt (~560 tokens: the
-whole fact sheet, two quoted reviews and the question) could not be prefilled inside an
-800 ms answer on two cores (docs/benchmarks.md).
+per product (title, verdict, two reason sentences; a calendar sale's as a short line of its
+prices, `inputs.model_text`) is about 60 tokens. The answer is started for the model with
+the verdict's label ("Better to wait because"), which keeps a small model on topic far
+better than instructions do. The old prompt (~560 tokens: the whole fact sheet, two quoted
+reviews and the question) could not be prefilled inside an 800 ms answer on two cores
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
