@@ -18,9 +18,24 @@ import httpx
 import pytest
 
 from worthit.server.settings import ServiceSettings
-from worthit.server.workers import worker_audit_db, worker_settings
+from worthit.server.workers import Endpoint, worker_audit_db, worker_settings
 
 from replica_processes import free_port
+
+
+def test_a_port_held_by_another_service_is_refused_even_one_of_ours() -> None:
+    """The workers' SO_REUSEPORT sockets would let a second `worthit serve --workers`
+    join the first's port and split its traffic; the parent's plain bind refuses it."""
+    first = Endpoint.reserve("127.0.0.1", 0)
+    worker = first.listening()
+    try:
+        with pytest.raises(SystemExit):
+            Endpoint.reserve("127.0.0.1", first.port)
+    finally:
+        worker.close()
+        first.held.close()
+    again = Endpoint.reserve("127.0.0.1", first.port)  # free once the first let go
+    again.held.close()
 
 
 def test_only_worker_0_runs_the_markets_single_writers(tmp_path: Path) -> None:

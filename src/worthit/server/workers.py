@@ -6,9 +6,18 @@ a second the decision path, not the model, is what a flash sale queues on. Each 
 a whole service without a local model: it reaches the engine over the OpenAI-compatible
 wire exactly as it would remote replicas (`--engine URL`), so the engine process alone
 owns the model, its KV cache and its batch, and every worker's requests share them. The
-parent binds the socket before any worker starts, so the workers share one accept queue
-and the kernel hands each connection to whichever is free; it starts the engine first
-(unless `--engine` names replicas), and starts a worker again when one dies. With TLS each
+parent starts the engine first (unless `--engine` names replicas), and starts a worker
+again when one dies.
+
+On Linux each worker listens on a socket of its own on the one port (SO_REUSEPORT), and
+the kernel spreads new connections over them by their addresses; the parent holds the
+port with a bound socket that never listens, so it stays the service's while a worker
+restarts. With one shared accept queue instead, a burst's connections went to whichever
+worker woke first: of 50 questions at once the verdict p99 was 43 to 462 ms with two
+workers, against 50 to 52 ms with a queue each (bench/peak.py, docs/benchmarks.md). The
+price: connections still queued on a worker that dies are reset, where a shared queue
+would hand them to the others. Elsewhere (no balancing SO_REUSEPORT) the parent binds one
+listening socket that every worker accepts on. With TLS each
 worker runs Hypercorn (server/https.py) on that socket in uvicorn's place.
 
 What stays one per market, since two writers of it would disagree:
@@ -124,7 +133,7 @@ def serve_workers(plan: WorkerPlan) -> None:
         if not engines:
             engine, url = _start_engine(plan.engine_command, lambda: stopping)
             engines = (url,)
-        listener = _listen(plan.host, plan.port)
+        listener = Endpoint.reserve(plan.host, plan.port)
         context = multiprocessing.get_context("spawn")
         workers = {
             i: _Worker.start(context, plan, i, engines, listener) for i in range(plan.workers)
@@ -169,7 +178,7 @@ class _Worker:
         plan: WorkerPlan,
         index: int,
         engines: Sequence[str],
-        listener: socket.socket,
+        listener: Endpoint,
     ) -> _Worker:
         process = context.Process(
             target=_worker_main,
@@ -200,11 +209,11 @@ class _Worker:
 def _worker_main(
     settings: ServiceSettings,
     engines: tuple[str, ...],
-    listener: socket.socket,
+    endpoint: Endpoint,
     limits: TransportLimits,
     tls: TlsFiles | None,
 ) -> None:
-    """One API process: the service on the shared socket, the engines behind the router.
+    """One API process: the service on the port, the engines behind the router.
     In a process group of its own, so a Ctrl-C in the terminal reaches the parent only
     (uvicorn takes a second signal as "force"). Exits 1 when its server did not start."""
     os.setpgid(0, 0)
@@ -215,7 +224,8 @@ def _worker_main(
     from worthit.server.transport import uvicorn_config
 
     app = create_app(settings, remote=Router(engines))
-    host, port = listener.getsockname()[:2]
+    listener = endpoint.listening()
+    host, port = endpoint.host, endpoint.port
     server: uvicorn.Server | HttpsServer
     if tls is None:
         server = uvicorn.Server(uvicorn_config(app, host, port, limits))
@@ -230,16 +240,63 @@ def _worker_main(
         raise SystemExit(1)
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The socket every worker accepts on (bound once, here)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+BACKLOG = 2048
+BALANCED_REUSEPORT = sys.platform == "linux"
+"""Linux spreads connections over a port's SO_REUSEPORT listeners; BSD and macOS hand
+them all to one."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The port the workers serve, held by the parent for the service's whole life."""
+
+    host: str
+    port: int
+    family: socket.AddressFamily
+    held: socket.socket
+    """Bound by the parent: with a balancing SO_REUSEPORT never listening, only holding
+    the port; without, the one listening socket every worker accepts on."""
+
+    @classmethod
+    def reserve(cls, host: str, port: int) -> Endpoint:
+        """Hold `port` (0: any free one). With SO_REUSEPORT a plain bind comes first: it
+        fails on a port anyone listens on, where an SO_REUSEPORT bind would silently join
+        a running `worthit serve --workers` on the same port."""
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            if BALANCED_REUSEPORT:
+                with socket.socket(family, socket.SOCK_STREAM) as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    probe.bind((host, port))
+                    port = int(probe.getsockname()[1])
+                held = _reuseport_socket(family, host, port)
+            else:
+                held = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        except OSError as exc:
+            log.error("cannot listen on %s:%d: %s", host, port, exc)
+            raise SystemExit(1) from None
+        held.set_inheritable(True)
+        return cls(host, int(held.getsockname()[1]), family, held)
+
+    def listening(self) -> socket.socket:
+        """The socket a worker accepts on: its own (SO_REUSEPORT), or the shared one."""
+        if not BALANCED_REUSEPORT:
+            return self.held
+        sock = _reuseport_socket(self.family, self.host, self.port)
+        sock.listen(BACKLOG)
+        return sock
+
+
+def _reuseport_socket(family: socket.AddressFamily, host: str, port: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        listener = socket.create_server((host, port), family=family, backlog=2048)
-    except OSError as exc:
-        log.error("cannot listen on %s:%d: %s", host, port, exc)
-        raise SystemExit(1) from None
-    listener.set_inheritable(True)
-    return listener
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _free_port() -> int:
