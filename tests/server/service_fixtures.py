@@ -6,7 +6,10 @@ decision core and the store are all real); tests marked slow run the bundled mod
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,3 +80,19 @@ def serving(
             yield server
     finally:
         engine.close()
+
+
+def start_workers(
+    small_market: Path, tmp_path: Path, port: int, *extra: str
+) -> subprocess.Popen[bytes]:
+    """`worthit serve --demo --workers 2` on a copy of the small market and the bundled
+    model (one thread, a small context), its output in tmp_path/serve.log."""
+    market = tmp_path / "market.db"
+    shutil.copy(small_market, market)
+    with (tmp_path / "serve.log").open("wb") as log:  # the child writes to its own copy
+        return subprocess.Popen(
+            [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
+             "--port", str(port), "--workers", "2", "--live-rate", "0", "--no-background",
+             "--threads", "1", "--context", "1024", "--max-sequences", "4", *extra],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip

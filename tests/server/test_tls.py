@@ -33,7 +33,7 @@ from worthit.server.app import create_app
 from worthit.server.https import HttpsServer, TlsFiles, adopt
 from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
 
-from service_fixtures import fake_engine, market_settings
+from service_fixtures import fake_engine, market_settings, start_workers
 
 SSE = {"Accept": "text/event-stream"}
 NOT_BEFORE = datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC)
@@ -435,18 +435,11 @@ def _readyz_over_h2(base: str, certs: Certs) -> tuple[httpx.Response, ssl.SSLObj
 def test_two_workers_serve_https_on_one_port_and_stop_together(
     small_market: Path, certs: Certs, tmp_path: Path
 ) -> None:
-    market = tmp_path / "market.db"
-    shutil.copy(small_market, market)
     port = free_port()
     base = f"https://127.0.0.1:{port}"
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
-         "--port", str(port), "--workers", "2", "--live-rate", "0", "--no-background",
-         "--threads", "1", "--context", "1024", "--max-sequences", "4",
-         "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
+    server = start_workers(
+        small_market, tmp_path, port, "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)
+    )
     try:
         give_up = time.monotonic() + 180
         while (answer := _readyz_over_h2(base, certs)) is None or answer[0].status_code != 200:
@@ -478,4 +471,3 @@ def test_two_workers_serve_https_on_one_port_and_stop_together(
         if server.poll() is None:
             server.kill()
             server.wait()
-        log.close()

@@ -5,10 +5,7 @@ stopping them all."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +18,7 @@ from worthit.server.settings import ServiceSettings
 from worthit.server.workers import Endpoint, worker_audit_db, worker_settings
 
 from replica_processes import free_port
+from service_fixtures import start_workers
 
 
 def test_a_port_held_by_another_service_is_refused_even_one_of_ours() -> None:
@@ -84,17 +82,9 @@ def _workers_seen(base: str, want: int, tries: int = 400) -> dict[int, int]:
 def test_two_workers_share_the_port_survive_a_crash_and_stop_together(
     small_market: Path, tmp_path: Path
 ) -> None:
-    market = tmp_path / "market.db"
-    shutil.copy(small_market, market)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "serve.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
-         "--port", str(port), "--workers", "2", "--live-rate", "0", "--no-background",
-         "--threads", "1", "--context", "1024", "--max-sequences", "4"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
+    server = start_workers(small_market, tmp_path, port)
     try:
         give_up = time.monotonic() + 180
         while _ready(base) is None:
@@ -129,4 +119,3 @@ def test_two_workers_share_the_port_survive_a_crash_and_stop_together(
         if server.poll() is None:
             server.kill()
             server.wait()
-        log.close()
