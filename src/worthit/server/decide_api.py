@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -64,7 +64,6 @@ async def decide(
     body: DecideRequest,
     request: Request,
     state: StateDep,
-    accept: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | EventStreamResponse:
     """Answer a shopper's question. `Accept: text/event-stream` streams SSE events
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
@@ -97,7 +96,7 @@ async def decide(
         budget.settle(0)
         return _unanswered(decision, body.question)
     request.state.server_timing = {"decide": first.timings_ms["to_verdict"]}
-    if wants_event_stream(accept):
+    if wants_event_stream(request.headers.get("accept")):
         return EventStreamResponse(
             _stream(first, events, budget),
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
