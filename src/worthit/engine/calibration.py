@@ -14,7 +14,7 @@ nothing: a start-up calibration taken while the machine was busy (the API worker
 `worthit serve --workers` importing and building their caches beside a niced engine) left
 one engine process refusing every explanation for good. So when requests were refused for
 time since the last measurement, an idle engine calibrates again, at most once every
-``RECALIBRATE_EVERY_S``.
+``RECALIBRATE_EVERY_S``, and less often while it keeps finding the model right.
 
 Background steps run on ``background_threads``; when that is not ``n_threads`` they
 are timed into a model of their own, calibrated at start the same way on those threads.
@@ -43,8 +43,11 @@ refused traffic leaves only short idle gaps."""
 PROBE_TOKENS = 64
 RECALIBRATE_EVERY_S = 5.0
 """The least time between two calibrations prompted by refusals (each costs four steps,
-~40 ms of the engine's threads here), so a machine that really is too slow for its
-deadlines is not re-measured in a loop."""
+~40 ms of the engine's threads here)..."""
+RECALIBRATE_AT_MOST_S = 300.0
+"""...doubled, up to this, after each one that found the model right (a one-token step
+within a factor of two of its estimate): deadlines too short for this machine are refused
+rightly, and re-measuring them every 5 s would only spend the cores."""
 
 
 class Calibration:
@@ -65,6 +68,7 @@ class Calibration:
         self.calibrations = 0
         self._calibrated_at = -float("inf")
         self._refused_at_calibration = 0
+        self._recalibrate_after_s = RECALIBRATE_EVERY_S
 
     def calibrate(self, refused: int = 0, replace: bool = False) -> None:
         """Seed the models from a 64-token and a 1-token step. `replace`: set them to
@@ -87,18 +91,24 @@ class Calibration:
 
     def recalibrate_if_refused(self, refused: int) -> None:
         """Calibrate again, replacing the models, if requests were refused for time since
-        the last calibration (`refused` counts them all so far), it is
-        `RECALIBRATE_EVERY_S` old, and the spare sequence id and blocks for the probe are
-        free. Only when the engine is idle, and never for an engine started without
-        calibration (a test's fake runner keeps the model it was given)."""
+        the last calibration (`refused` counts them all so far), it is old enough
+        (`RECALIBRATE_EVERY_S`, doubling while the model proves right), and the spare
+        sequence id and blocks for the probe are free. Only when the engine is idle, and
+        never for an engine started without calibration (a test's fake runner keeps the
+        model it was given)."""
         if self.calibrations == 0 or refused == self._refused_at_calibration:
             return
-        if time.monotonic() - self._calibrated_at < RECALIBRATE_EVERY_S:
+        if time.monotonic() - self._calibrated_at < self._recalibrate_after_s:
             return
         needed = -(-PROBE_TOKENS // self.blocks.block_size)
         if not self.blocks.is_free(self.seq_id) or self.blocks.free_blocks < needed:
             return
+        estimate = self.model.predict(1)
         self.calibrate(refused, replace=True)
+        if 0.5 <= self.model.predict(1) / max(estimate, 1e-9) <= 2.0:
+            self._recalibrate_after_s = min(2 * self._recalibrate_after_s, RECALIBRATE_AT_MOST_S)
+        else:
+            self._recalibrate_after_s = RECALIBRATE_EVERY_S
 
     def reprobe_if_stale(self) -> None:
         """Time two one-token steps if only large steps were seen since the last small
