@@ -27,6 +27,7 @@ from the engine thread (or before it starts).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from worthit.engine.block_manager import BlockManager
@@ -36,6 +37,8 @@ from worthit.engine.latency import StepTimeModel
 from worthit.engine.runner import Runner
 from worthit.engine.scheduler import Chunk
 from worthit.engine.sequence import internal_sequence
+
+log = logging.getLogger(__name__)
 
 IDLE_PROBE_S = 0.25
 """Idle seconds after which a stale step-time model is re-measured: short, because
@@ -105,10 +108,18 @@ class Calibration:
             return
         estimate = self.model.predict(1)
         self.calibrate(refused, replace=True)
-        if 0.5 <= self.model.predict(1) / max(estimate, 1e-9) <= 2.0:
-            self._recalibrate_after_s = min(2 * self._recalibrate_after_s, RECALIBRATE_AT_MOST_S)
-        else:
-            self._recalibrate_after_s = RECALIBRATE_EVERY_S
+        measured = self.model.predict(1)
+        right = 0.5 <= measured / max(estimate, 1e-9) <= 2.0
+        self._recalibrate_after_s = (
+            min(2 * self._recalibrate_after_s, RECALIBRATE_AT_MOST_S)
+            if right
+            else RECALIBRATE_EVERY_S
+        )
+        log.log(
+            logging.INFO if right else logging.WARNING,
+            "engine re-calibrated after refusals: a one-token step %.1f ms (was %.1f ms)",
+            measured * 1000, estimate * 1000,
+        )  # fmt: skip
 
     def reprobe_if_stale(self) -> None:
         """Time two one-token steps if only large steps were seen since the last small
