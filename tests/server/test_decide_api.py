@@ -334,3 +334,20 @@ def test_what_start_up_built_is_kept_out_of_garbage_collections(open_service: Li
 
     assert httpx.get(open_service.base_url + "/readyz").status_code == 200
     assert gc.get_freeze_count() > 0
+
+
+def test_a_running_app_collects_garbage_seldom_and_restores_the_thresholds(
+    market_copy: Path,
+) -> None:
+    """At Python's thresholds a worker under load ran a full collection every few seconds
+    (11-60 ms, finding nothing); the app raises them while it runs."""
+    import gc
+
+    from worthit.server.app import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    engine = fake_engine()
+    with LiveServer(create_app(market_settings(market_copy, auth=False), engine=engine)):
+        assert gc.get_threshold() == GC_THRESHOLDS
+    engine.close()
+    assert gc.get_threshold() == before
