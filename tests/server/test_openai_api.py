@@ -96,6 +96,10 @@ def test_bad_field_is_a_400_naming_it():
         with pytest.raises(openai.BadRequestError) as bad:
             api.chat.completions.create(model="m", messages=[{"role": "robot", "content": "x"}])  # type: ignore[list-item]
         assert "messages.0.role" in str(bad.value)
+        with pytest.raises(openai.BadRequestError) as bad:
+            api.chat.completions.create(model="m", messages=QUESTION, user="u" * 300)
+        assert bad.value.body["param"] == "user"  # type: ignore[index]
+        assert "at most 256" in str(bad.value)
     engine.close()
 
 

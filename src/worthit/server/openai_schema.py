@@ -8,9 +8,9 @@ upper bound: an unbounded integer reaches arithmetic that overflows (a 500, not 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from worthit.server.fields import Text
 
@@ -48,7 +48,7 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
-    user: Text | None = Field(default=None, max_length=MAX_USER_CHARS)
+    user: Annotated[Text, StringConstraints(max_length=MAX_USER_CHARS)] | None = None
     """OpenAI's end-user id: the engine's fair-share key where the server has no keys
     (how the API workers name their tenant to a `worthit engine serve` replica); with
     keys the share is the key's tenant, whatever this says."""
