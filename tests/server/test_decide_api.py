@@ -103,6 +103,12 @@ def test_bad_input_is_a_422_naming_the_field(
     assert field in problem["detail"]
 
 
+def test_a_too_long_text_is_said_in_characters(open_service: LiveServer) -> None:
+    """It read "Value should have at most 500 items after validation"."""
+    r = httpx.post(open_service.base_url + "/v1/decide", json={"question": "x" * 501})
+    assert "at most 500 characters" in r.json()["detail"]
+
+
 def test_oversized_and_malformed_bodies(open_service: LiveServer) -> None:
     url = open_service.base_url + "/v1/decide"
     big = httpx.post(url, content=b'{"question": "' + b"x" * 70_000 + b'"}',

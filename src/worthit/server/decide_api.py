@@ -20,7 +20,7 @@ from worthit.answer.payload import answer_payload, candidates_payload, done_payl
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Delta
 from worthit.server.caller import request_priority, tenant_name
-from worthit.server.fields import Text
+from worthit.server.fields import ENCODABLE
 from worthit.server.problems import ProblemError, problem_body
 from worthit.server.sse import (
     EventStreamResponse,
@@ -41,16 +41,23 @@ class DecideRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: Annotated[
-        Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS)
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUESTION_CHARS),
+        ENCODABLE,
     ]
-    sku: Annotated[Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)] | (
-        None
+    sku: (
+        Annotated[
+            str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), ENCODABLE
+        ]
+        | None
     ) = None
     locale: Literal["en", "zh"] | None = None
     max_tokens: int = Field(default=64, ge=1, le=256)
     deadline_ms: int | None = Field(default=None, ge=50, le=30_000)
     as_of: (
-        Annotated[Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=40)]
+        Annotated[
+            str, StringConstraints(strip_whitespace=True, min_length=1, max_length=40), ENCODABLE
+        ]
         | None
     ) = Field(
         default=None,

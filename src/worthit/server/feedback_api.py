@@ -22,7 +22,7 @@ from worthit.facts.cache import FactsCache
 from worthit.market.feedback import Feedback, FeedbackConflictError, Outcome, Recorded
 from worthit.market.timeutil import iso
 from worthit.server.caller import tenant_name
-from worthit.server.fields import Text
+from worthit.server.fields import ENCODABLE
 from worthit.server.problems import ProblemError
 from worthit.server.state import StateDep
 
@@ -38,7 +38,7 @@ class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     request_id: Annotated[
-        Text, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128), ENCODABLE
     ] = Field(description="The `request_id` of the answer.")
     outcome: Outcome = Field(description="What the shopper did after the answer.")
     leaf_index: int | None = Field(

@@ -22,5 +22,9 @@ def _encodable(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_encodable)]
-"""A string that is valid Unicode text."""
+ENCODABLE = AfterValidator(_encodable)
+Text = Annotated[str, ENCODABLE]
+"""A string that is valid Unicode text. A bounded one is
+``Annotated[str, StringConstraints(...), ENCODABLE]``: with the constraints before the
+check, pydantic states a limit as a string's ("at most 500 characters"); after it, as a
+generic value's ("at most 500 items after validation")."""

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from worthit.server.fields import Text
+from worthit.server.fields import ENCODABLE, Text
 
 MAX_COMPLETION_TOKENS = 2048
 """The most a plain chat request may generate (the context is shared by every request)."""
@@ -48,7 +48,7 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
-    user: Annotated[Text, StringConstraints(max_length=MAX_USER_CHARS)] | None = None
+    user: Annotated[str, StringConstraints(max_length=MAX_USER_CHARS), ENCODABLE] | None = None
     """OpenAI's end-user id: the engine's fair-share key where the server has no keys
     (how the API workers name their tenant to a `worthit engine serve` replica); with
     keys the share is the key's tenant, whatever this says."""
