@@ -13,12 +13,12 @@ On Linux each worker listens on a socket of its own on the one port (SO_REUSEPOR
 the kernel spreads new connections over them by their addresses; the parent holds the
 port with a bound socket that never listens, so it stays the service's while a worker
 restarts. With one shared accept queue instead, a burst's connections went to whichever
-worker woke first: of 50 questions at once the verdict p99 was 43 to 462 ms with two
-workers, against 50 to 52 ms with a queue each (bench/peak.py, docs/benchmarks.md). The
-price: connections still queued on a worker that dies are reset, where a shared queue
-would hand them to the others. Elsewhere (no balancing SO_REUSEPORT) the parent binds one
-listening socket that every worker accepts on. With TLS each
-worker runs Hypercorn (server/https.py) on that socket in uvicorn's place.
+worker woke first: of 50 questions at once the verdict p99 was 169–171 ms with two
+workers, against 41–49 ms in most runs with a queue each (bench/peak.py,
+docs/benchmarks.md). The price: connections still queued on a worker that dies are reset,
+where a shared queue would hand them to the others. Elsewhere (no balancing SO_REUSEPORT)
+the parent binds one listening socket that every worker accepts on. With TLS each worker
+runs Hypercorn (server/https.py) on its socket in uvicorn's place.
 
 What stays one per market, since two writers of it would disagree:
 
@@ -133,10 +133,10 @@ def serve_workers(plan: WorkerPlan) -> None:
         if not engines:
             engine, url = _start_engine(plan.engine_command, lambda: stopping)
             engines = (url,)
-        listener = Endpoint.reserve(plan.host, plan.port)
+        endpoint = Endpoint.reserve(plan.host, plan.port)
         context = multiprocessing.get_context("spawn")
         workers = {
-            i: _Worker.start(context, plan, i, engines, listener) for i in range(plan.workers)
+            i: _Worker.start(context, plan, i, engines, endpoint) for i in range(plan.workers)
         }
         quick_deaths = 0
         while not stopping:
@@ -154,7 +154,7 @@ def serve_workers(plan: WorkerPlan) -> None:
                     raise SystemExit(1)
                 log.warning("worker %d exited (%s): starting it again", index,
                             worker.process.exitcode)  # fmt: skip
-                workers[index] = _Worker.start(context, plan, index, engines, listener)
+                workers[index] = _Worker.start(context, plan, index, engines, endpoint)
     finally:
         for worker in workers.values():
             worker.stop()
@@ -178,14 +178,14 @@ class _Worker:
         plan: WorkerPlan,
         index: int,
         engines: Sequence[str],
-        listener: Endpoint,
+        endpoint: Endpoint,
     ) -> _Worker:
         process = context.Process(
             target=_worker_main,
             args=(
                 worker_settings(plan.settings, index),
                 tuple(engines),
-                listener,
+                endpoint,
                 plan.limits,
                 plan.tls,
             ),
