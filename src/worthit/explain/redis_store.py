@@ -39,7 +39,7 @@ from worthit.explain.store import (
     ExplanationStore,
     StoredExplanation,
 )
-from worthit.market.redis_outage import RedisOutage
+from worthit.market.redis_outage import RedisOutage, ReportsOutage
 from worthit.market.timeutil import Clock, now_ms
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ return math.max(over, 0)
 _FIELDS = tuple(field.name for field in dataclasses.fields(StoredExplanation))
 
 
-class RedisExplanationStore:
+class RedisExplanationStore(ReportsOutage):
     def __init__(
         self,
         client: redis.Redis,
@@ -195,12 +195,3 @@ class RedisExplanationStore:
             self._memory.move_to_end(entry.key)
             while len(self._memory) > MEMORY_ENTRIES:
                 self._memory.popitem(last=False)
-
-    @property
-    def last_error(self) -> str | None:
-        return self.outage.last_error
-
-    def revive(self) -> None:
-        """Redis answers again (another client saw it): try it at the next call, and stop
-        reporting the last failure."""
-        self.outage.revive()

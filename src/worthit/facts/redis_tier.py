@@ -29,7 +29,7 @@ from redis.retry import Retry
 from worthit.facts.cache import SharedSheet
 from worthit.facts.sheet import FactSheet
 from worthit.facts.sheet_codec import sheet_from_dict, sheet_json
-from worthit.market.redis_outage import RedisOutage
+from worthit.market.redis_outage import RedisOutage, ReportsOutage
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def sync_client(url: str, timeout_s: float = TIMEOUT_S) -> redis.Redis:
     )
 
 
-class RedisSheetTier:
+class RedisSheetTier(ReportsOutage):
     def __init__(
         self,
         client: redis.Redis,
@@ -131,15 +131,6 @@ class RedisSheetTier:
             self.client.publish(self.channel, orjson.dumps({"origin": "", "message": message}))
         except _UNREACHABLE as exc:
             self.outage.failed(exc)
-
-    @property
-    def last_error(self) -> str | None:
-        return self.outage.last_error
-
-    def revive(self) -> None:
-        """Redis answers again (another client saw it): try it at the next call, and stop
-        reporting the last failure."""
-        self.outage.revive()
 
 
 def evicted_skus(message: dict[str, Any]) -> list[str]:

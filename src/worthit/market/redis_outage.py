@@ -50,3 +50,19 @@ class RedisOutage:
         """Another client saw Redis answer: try it at the next call."""
         self.last_error = None
         self._until = -math.inf
+
+
+class ReportsOutage:
+    """The two members /readyz and the other Redis clients use, for a client that keeps
+    its outage in `self.outage`."""
+
+    outage: RedisOutage
+
+    @property
+    def last_error(self) -> str | None:
+        return self.outage.last_error
+
+    def revive(self) -> None:
+        """Redis answers again (another client saw it): try it at the next call, and stop
+        reporting the last failure."""
+        self.outage.revive()

@@ -32,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from worthit.market.redis_outage import RedisOutage
+from worthit.market.redis_outage import RedisOutage, ReportsOutage
 from worthit.market.redis_stream import StreamConfig
 from worthit.market.redis_stream import connect as connect_async
 from worthit.server.ratelimit import (
@@ -116,7 +116,7 @@ return 1
 )
 
 
-class RedisLimiter:
+class RedisLimiter(ReportsOutage):
     """`TenantLimiter`'s interface and semantics, with the buckets in Redis."""
 
     def __init__(
@@ -235,15 +235,6 @@ class RedisLimiter:
             await self._refund_async(keys=[self._keys(tenant)[1]], args=[llm_tokens])
         except _UNREACHABLE as exc:
             self.outage.failed(exc)
-
-    @property
-    def last_error(self) -> str | None:
-        return self.outage.last_error
-
-    def revive(self) -> None:
-        """Redis answers again (another client saw it): try it at the next call, and stop
-        reporting the last failure."""
-        self.outage.revive()
 
     def _up(self) -> None:
         if self.outage.up():
