@@ -193,11 +193,12 @@ def create_app(
 
 
 def _routes(with_market: bool) -> list[BaseRoute]:
-    routes = [*chat_api.router.routes, *health_api.router.routes]
+    """The shopper's question first: a request is matched against the routes in order."""
+    routes = [*decide_api.router.routes] if with_market else []
+    routes += [*chat_api.router.routes, *health_api.router.routes]
     if with_market:
         routes += [
             *audit_api.router.routes,
-            *decide_api.router.routes,
             *events_api.router.routes,
             *feedback_api.router.routes,
             *webhooks_api.router.routes,

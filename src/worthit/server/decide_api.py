@@ -21,6 +21,7 @@ from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Delta
 from worthit.server.caller import request_priority, tenant_name
 from worthit.server.fields import ENCODABLE
+from worthit.server.json_body import json_body, openapi
 from worthit.server.problems import ProblemError, problem_body
 from worthit.server.sse import (
     EventStreamResponse,
@@ -29,7 +30,7 @@ from worthit.server.sse import (
     sse_event,
     wants_event_stream,
 )
-from worthit.server.state import StateDep
+from worthit.server.state import state_of
 from worthit.server.token_budget import TokenReservation, reserve_tokens_async
 
 router = APIRouter()
@@ -66,14 +67,14 @@ class DecideRequest(BaseModel):
     )
 
 
-@router.post("/v1/decide", response_model=None, tags=["decide"])
-async def decide(
-    body: DecideRequest,
-    request: Request,
-    state: StateDep,
-) -> JSONResponse | EventStreamResponse:
+@router.post(
+    "/v1/decide", response_model=None, tags=["decide"], openapi_extra=openapi(DecideRequest)
+)
+async def decide(request: Request) -> JSONResponse | EventStreamResponse:
     """Answer a shopper's question. `Accept: text/event-stream` streams SSE events
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
+    body = await json_body(request, DecideRequest)
+    state = state_of(request)
     store, answerer = state.market()
     as_of_ms = None
     if body.as_of is not None:

@@ -98,6 +98,10 @@ def error_for(path: str, error: ProblemError) -> JSONResponse:
     )
 
 
+PARSE_ERROR = "There was an error parsing the body"
+"""FastAPI's detail for a body it cannot decode (the cause says why), worded better here."""
+
+
 async def handle_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ProblemError)
     return error_for(request.url.path, exc)
@@ -110,7 +114,7 @@ async def handle_http_error(request: Request, exc: Exception) -> JSONResponse:
     title = _HTTP_TITLES.get(exc.status_code, "Invalid request")
     detail = str(exc.detail)
     field = "body" if exc.status_code in (400, 408, 413) else None
-    if exc.status_code == 400 and detail == "There was an error parsing the body":
+    if exc.status_code == 400 and detail == PARSE_ERROR:
         cause = exc.__cause__
         if isinstance(cause, RecursionError):
             detail = "the body's JSON is nested too deeply"

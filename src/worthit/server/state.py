@@ -2,7 +2,8 @@
 
 `create_app` builds it; the lifespan fills in what exists only once the app runs (the
 engine, loaded then, and the answer flow over it). Handlers declare `state: StateDep`
-instead of reading untyped `app.state` attributes.
+instead of reading untyped `app.state` attributes; `/v1/decide`, which reads its body
+itself (server/json_body.py), calls `state_of` instead of solving a dependency.
 """
 
 from __future__ import annotations
@@ -61,12 +62,17 @@ class ServiceState:
         return self.store, self.answerer
 
 
-async def service_state(request: Request) -> ServiceState:
-    """Async, so FastAPI resolves it on the loop: a sync dependency costs every request a
-    trip through the thread pool."""
+def state_of(request: Request) -> ServiceState:
+    """The state, for a handler on the answer path that reads it without a dependency."""
     state = request.app.state.service
     assert isinstance(state, ServiceState)
     return state
+
+
+async def service_state(request: Request) -> ServiceState:
+    """Async, so FastAPI resolves it on the loop: a sync dependency costs every request a
+    trip through the thread pool."""
+    return state_of(request)
 
 
 StateDep = Annotated[ServiceState, Depends(service_state)]
