@@ -97,8 +97,8 @@ class ExplanationRun:
         self.inputs = basis.inputs
         self.messages = basis.messages
         self.prefix = basis.prefix
-        self._guard = GuardedStream(basis.grounds)
-        self._pending = self._guard.feed(self.prefix)
+        self._guard: GuardedStream | None = None
+        self._pending = ""
         self._started = time.perf_counter()
         self._first_piece_ms: float | None = None
         self._ended = False
@@ -112,18 +112,29 @@ class ExplanationRun:
     @property
     def done(self) -> bool:
         """The sentences wanted are out, or the paragraph ended: stop reading the model."""
-        return self._ended or self._guard.done
+        return self._ended or (self._guard is not None and self._guard.done)
+
+    @property
+    def _stream(self) -> GuardedStream:
+        """The guard, made (and given the prefix, held until the model's first text) when
+        model text first comes: a run that ends in the template or a stored text, as most
+        answers do, never needs one."""
+        if self._guard is None:
+            self._guard = GuardedStream(self.basis.grounds)
+            self._pending = self._guard.feed(self.prefix)
+        return self._guard
 
     def feed(self, piece: str) -> str:
         if self._first_piece_ms is None:
             self._first_piece_ms = _ms(self._started)
         piece = self._shape(piece)
+        guard = self._stream
         try:
-            out = self._pending + self._guard.feed(piece)
+            out = self._pending + guard.feed(piece)
         except UngroundedError as exc:
             raise FallbackError(self.fallback(*exc.result.failure)) from None
         self._pending = ""
-        if repetitive(self._guard.text):
+        if repetitive(guard.text):
             raise FallbackError(self.fallback("repetitive"))
         return out
 
@@ -131,6 +142,7 @@ class ExplanationRun:
         """Model text as one paragraph of prose: no list marker opening it, and a second
         list item ("…all-time low, 2. The…") ends it. `last` flushes what was held."""
         piece = self._one_paragraph(piece)
+        guard = self._stream
         if self._lead is not None:
             self._lead += piece
             unsure = len(self._lead.strip()) < LEAD_CHARS or _MARKER_SO_FAR.search(self._lead)
@@ -138,12 +150,12 @@ class ExplanationRun:
                 return ""
             piece, self._lead = _unlisted(self._lead), None
         text = self._hold + piece
-        before = self._guard.text[-1:]  # a space already given to the guard still counts
+        before = guard.text[-1:]  # a space already given to the guard still counts
         marker = _NEXT_ITEM.search(before + text + (" " if last else ""))  # the end is a space
         if marker is not None:  # one item is a whole thought: end it as a sentence
             self._ended, self._hold = True, ""
             item = text[: max(0, marker.start() - len(before))].rstrip()
-            written = (self._guard.text + item).rstrip()
+            written = (guard.text + item).rstrip()
             return item + ("." if written and _looks_cut(written) else "")
         held = None if last else _MAYBE_NEXT_ITEM.search(before + text)
         cut = max(0, held.start() - len(before)) if held else len(text)
@@ -166,13 +178,14 @@ class ExplanationRun:
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
         """The last safe text and the kept explanation; raises FallbackError if it is unusable."""
+        guard = self._stream
         try:
-            self._pending += self._guard.feed(self._shape("", last=True))
-            tail = self._pending + self._guard.finish()
+            self._pending += guard.feed(self._shape("", last=True))
+            tail = self._pending + guard.finish()
         except UngroundedError as exc:
             raise FallbackError(self.fallback(*exc.result.failure)) from None
         self._pending = ""
-        text = " ".join(self._guard.shown.split())
+        text = " ".join(guard.shown.split())
         if _looks_cut(text) and text[len(self.prefix) :].strip():
             # cut by the deadline or max_tokens: keep whole sentences only
             text = text[: last_sentence_end(text)].rstrip()
@@ -192,7 +205,7 @@ class ExplanationRun:
     def recheck(self, text: str) -> tuple[str, tuple[str, ...]] | None:
         """Why a stored explanation may not be shown against this run's facts (the guard
         and the wording checks its generation passed, run again), or None."""
-        result = check_grounding(text, self._guard.allowed)
+        result = check_grounding(text, self.basis.grounds)
         if not result.ok:
             return result.failure
         if not text.startswith(self.prefix):
@@ -210,7 +223,7 @@ class ExplanationRun:
             finish_reason="fallback",
             fallback_reason=why,
             ungrounded=ungrounded,
-            streamed="" if self._pending else self._guard.shown,  # pending: nothing shown
+            streamed="" if self._guard is None or self._pending else self._guard.shown,
             timings_ms={"llm_total": _ms(self._started)},
         )
 
