@@ -107,3 +107,37 @@ def parse_ok(data: dict[str, object]):  # type: ignore[no-untyped-def]
     parsed = parse_event(data)
     assert not isinstance(parsed, EventError), parsed
     return parsed
+
+
+def test_warm_builds_the_named_sheets_in_order_up_to_the_capacity(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()), capacity=3)
+    assert cache.get("S2") is not None
+    built = cache.warm(["S1", "S2", "S404", "S3", "S4", "S5"], budget_s=60)
+    assert built == 2 and cache.warmed == 2  # S2 was there, S404 is no product, S4 is one too many
+    assert len(cache) == 3
+    hits = cache.hits
+    assert cache.get("S1") is not None and cache.get("S3") is not None
+    assert cache.hits == hits + 2
+
+
+def test_warm_stops_when_its_time_is_spent(store: MarketStore) -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.4  # each look at the clock is 0.4 s later
+        return now[0]
+
+    cache = FactsCache(FactsBuilder(store, market_clock()), clock=clock)
+    built = cache.warm([f"S{i}" for i in range(1, 7)], budget_s=1.0)
+    assert 0 < built < 6 and len(cache) == built
+
+
+def test_the_answerer_warms_last_weeks_best_sellers_first(store: MarketStore) -> None:
+    answerer = Answerer(store, None, clock=market_clock())
+    answerer.facts.capacity = 5
+    assert answerer.warm(budget_s=60) == 5
+    ranked = answerer.decider.rankings.top(None, "sales", 7, 5)
+    hits = answerer.facts.hits
+    for item in ranked:
+        assert answerer.facts.get(item.sku) is not None
+    assert answerer.facts.hits == hits + len(ranked)

@@ -145,6 +145,7 @@ def test_page_health_and_metrics(open_service: LiveServer) -> None:
     assert httpx.get(base + "/static/app.js").status_code == 200
     ready = httpx.get(base + "/readyz").json()
     assert ready["ready"] is True and ready["products"] > 0
+    assert ready["facts"]["warmed"] == ready["products"]  # every sheet built before questions
     assert httpx.get(base + "/healthz").status_code == 200
     assert "worthit_" in httpx.get(base + "/metrics").text
 

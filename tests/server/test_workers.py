@@ -65,17 +65,22 @@ def _ready(base: str) -> dict[str, Any] | None:
     return response.json() if response.status_code == 200 else None
 
 
-def _workers_seen(base: str, want: int, tries: int = 400) -> dict[int, int]:
-    """Worker index → pid, from /readyz on fresh connections until `want` are seen."""
-    seen: dict[int, int] = {}
+def _workers_ready(base: str, want: int, tries: int = 400) -> dict[int, dict[str, Any]]:
+    """Worker index → its /readyz, from fresh connections until `want` are seen."""
+    seen: dict[int, dict[str, Any]] = {}
     for _ in range(tries):
         body = _ready(base)
         if body is not None and "worker" in body:
-            seen[body["worker"]["index"]] = body["worker"]["pid"]
+            seen[body["worker"]["index"]] = body
         if len(seen) >= want:
             break
         time.sleep(0.02)
     return seen
+
+
+def _workers_seen(base: str, want: int, tries: int = 400) -> dict[int, int]:
+    """Worker index → pid."""
+    return {i: body["worker"]["pid"] for i, body in _workers_ready(base, want, tries).items()}
 
 
 @pytest.mark.slow
@@ -91,8 +96,11 @@ def test_two_workers_share_the_port_survive_a_crash_and_stop_together(
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             assert time.monotonic() < give_up, "no worker became ready"
             time.sleep(0.2)
-        seen = _workers_seen(base, 2)
-        assert set(seen) == {0, 1}, seen
+        ready = _workers_ready(base, 2)
+        assert set(ready) == {0, 1}, ready
+        seen = {i: body["worker"]["pid"] for i, body in ready.items()}
+        for body in ready.values():  # each built its own sheets before it took questions
+            assert body["facts"]["warmed"] == body["products"] == body["facts"]["cached"]
 
         answer = httpx.post(
             base + "/v1/decide", json={"question": "Is the Aurora NC700 worth buying?"}, timeout=30

@@ -14,12 +14,13 @@ model's text.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
-from worthit.answer.demand import LANGUAGES, LanguageMix, Wanted
+from worthit.answer.demand import LANGUAGES, SALES_WINDOW_DAYS, LanguageMix, Wanted
 from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.generation import SAMPLING_POLICY
@@ -88,6 +89,17 @@ class Answerer:
     @property
     def facts(self) -> FactsCache:
         return self.decider.facts
+
+    def warm(self, budget_s: float) -> int:
+        """Build the fact sheets of last week's best sellers, then of the other products,
+        before questions come, for at most `budget_s` (`FactsCache.warm`); the number
+        built. Shoppers ask about products as they sell, so the first questions find the
+        sheets they need."""
+        ranked = self.decider.rankings.top(None, "sales", SALES_WINDOW_DAYS, self.facts.capacity)
+        skus = itertools.chain(
+            (item.sku for item in ranked), (hit.sku for hit in self.store.all_names())
+        )
+        return self.facts.warm(skus, budget_s)
 
     def facts_changed(self, skus: Iterable[str]) -> None:
         """Events changed these products: their sheets go now."""

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from worthit.answer.answerer import Answerer, stale_reason
-from worthit.answer.demand import demand_order
+from worthit.answer.demand import SALES_WINDOW_DAYS, demand_order
 from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.decide.decider import DecisionStatus
 from worthit.engine.backend import EngineBackend
@@ -33,7 +33,6 @@ from worthit.market.timeutil import now_ms
 log = logging.getLogger(__name__)
 
 QUESTIONS = {"en": "Is it worth buying?", "zh": "值得买吗？"}
-SALES_WINDOW_DAYS = 7
 DEFAULT_PARALLEL = 8
 """Explanations in flight at once: enough for the engine to decode them as one batch."""
 REWALK_S = 600.0

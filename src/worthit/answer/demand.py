@@ -18,6 +18,8 @@ question in four in Chinese)."""
 PRIOR_WEIGHT = 200
 """Questions' worth of the prior in the shares: the first few questions do not swing them."""
 WANTED_LIMIT = 4096
+SALES_WINDOW_DAYS = 7
+"""Demand is last week's sales."""
 
 
 class LanguageMix:

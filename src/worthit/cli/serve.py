@@ -15,6 +15,7 @@ from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.market.feed import DEFAULT_INTERVAL_S, FeedConfig
 from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
@@ -70,6 +71,15 @@ def serve_command(
     explanations: Annotated[
         int, typer.Option(min=1, help="Explanations the store keeps (least recently used out).")
     ] = DEFAULT_CAPACITY,
+    warm_s: Annotated[
+        float,
+        typer.Option(
+            "--warm-s",
+            min=0,
+            help="Seconds spent at start-up building the fact sheets of the best sellers "
+            "(each worker its own), so the first questions find them; 0: none.",
+        ),
+    ] = DEFAULT_WARM_S,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
     deadline_ms: Annotated[
         int, typer.Option(min=100, help="Default latency objective of an answer.")
@@ -205,6 +215,7 @@ def serve_command(
         default_deadline_ms=deadline_ms,
         background=background,
         explanation_capacity=explanations,
+        warm_s=warm_s,
         live_rate=rate,
         freshness=freshness
         if freshness is not None

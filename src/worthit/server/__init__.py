@@ -7,6 +7,7 @@ completions, /v1/models), `worthit_chat` (the `worthit` chat model), `products_a
 (search, fact sheets, history), `health_api` (/healthz, /readyz, /metrics), `page` (the
 web page), `guard` (body size, API keys, rate limits), `priority` (a key's class as a
 ceiling), `tenants` (API keys), `ratelimit`, `problems` (RFC 9457 errors), `openai_wire`
-(OpenAI's error and completion shapes), `openai_schema` (the chat request body), `sse`,
+(OpenAI's error and completion shapes), `openai_schema` (the chat request body),
+`json_body` (a body read in one pass on the answer path), `sse`,
 `timing` (Server-Timing), `runtime` (uvicorn beside the engine's thread).
 """

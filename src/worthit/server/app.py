@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -131,6 +132,10 @@ def create_app(
                 audit=state.audit,
                 calibration=calibration,
             )
+            if settings.warm_s > 0:
+                started = time.monotonic()
+                built = await asyncio.to_thread(state.answerer.warm, settings.warm_s)
+                log.info("%d fact sheets built in %.1f s", built, time.monotonic() - started)
             state.events = start_events(store, state.answerer, settings)
             shared.attach(state.answerer, state.events.watches)
             shared.start()

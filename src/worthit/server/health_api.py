@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from worthit.audit import AuditLog
+from worthit.facts.cache import FactsCache
 from worthit.server.state import ServiceState, StateDep
 
 router = APIRouter(tags=["health"])
@@ -67,6 +68,8 @@ async def readyz(state: StateDep) -> JSONResponse:
     body: dict[str, Any] = {"ready": ready, "products": products, "degraded": degraded}
     if state.settings.worker is not None:
         body["worker"] = {"index": state.settings.worker, "pid": os.getpid()}
+    if state.answerer is not None:
+        body["facts"] = _facts(state.answerer.facts)
     if state.answerer is not None and state.answerer.explanations is not None:
         body["explanations"] = _explanations(state)
     if state.events is not None:
@@ -99,6 +102,17 @@ def _explanations(state: ServiceState) -> dict[str, Any]:
     else:
         info["generating"] = False
     return info
+
+
+def _facts(cache: FactsCache) -> dict[str, Any]:
+    """The fact cache: its sheets, how many start-up built (`--warm-s`), and its reads."""
+    return {
+        "cached": len(cache),
+        "warmed": cache.warmed,
+        "hits": cache.hits,
+        "misses": cache.misses,
+        "early_refreshes": cache.early_refreshes,
+    }
 
 
 def _audit(log: AuditLog) -> dict[str, Any]:

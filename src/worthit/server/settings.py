@@ -8,6 +8,7 @@ from pathlib import Path
 from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.market.feed import FeedConfig
 from worthit.market.timeutil import Clock, now_ms
 
@@ -33,6 +34,9 @@ class ServiceSettings:
     default_deadline_ms: int = 800
     explanation_capacity: int = DEFAULT_CAPACITY
     """Explanations the store keeps (least recently used out first)."""
+    warm_s: float = DEFAULT_WARM_S
+    """At start-up, before the first question, build the fact sheets of last week's best
+    sellers (then the other products) for at most this long (`Answerer.warm`); 0: none."""
     background: bool = True
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
