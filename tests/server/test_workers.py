@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,10 +24,14 @@ from service_fixtures import start_workers
 
 def test_a_port_held_by_another_service_is_refused_even_one_of_ours() -> None:
     """The workers' SO_REUSEPORT sockets would let a second `worthit serve --workers`
-    join the first's port and split its traffic; the parent's plain bind refuses it."""
+    join the first's port and split its traffic; the parent's plain bind refuses it,
+    before the workers listen and after."""
     first = Endpoint.reserve("127.0.0.1", 0)
-    worker = first.listening()
+    worker = first.worker_socket()
     try:
+        with pytest.raises(SystemExit):
+            Endpoint.reserve("127.0.0.1", first.port)
+        worker.listen()
         with pytest.raises(SystemExit):
             Endpoint.reserve("127.0.0.1", first.port)
     finally:
@@ -34,6 +39,22 @@ def test_a_port_held_by_another_service_is_refused_even_one_of_ours() -> None:
         first.held.close()
     again = Endpoint.reserve("127.0.0.1", first.port)  # free once the first let go
     again.held.close()
+
+
+def test_a_worker_takes_connections_only_once_it_listens() -> None:
+    """Until its server has started the app (and listens), a worker's socket is not in
+    the port's group: a connection goes to a worker that can answer it, or is refused
+    while none can, never queued on one still starting."""
+    endpoint = Endpoint.reserve("127.0.0.1", 0)
+    worker = endpoint.worker_socket()
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", endpoint.port), timeout=5).close()
+        worker.listen()
+        socket.create_connection(("127.0.0.1", endpoint.port), timeout=5).close()
+    finally:
+        worker.close()
+        endpoint.held.close()
 
 
 def test_only_worker_0_runs_the_markets_single_writers(tmp_path: Path) -> None:

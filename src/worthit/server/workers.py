@@ -224,7 +224,7 @@ def _worker_main(
     from worthit.server.transport import uvicorn_config
 
     app = create_app(settings, remote=Router(engines))
-    listener = endpoint.listening()
+    listener = endpoint.worker_socket()
     host, port = endpoint.host, endpoint.port
     server: uvicorn.Server | HttpsServer
     if tls is None:
@@ -278,13 +278,16 @@ class Endpoint:
         held.set_inheritable(True)
         return cls(host, int(held.getsockname()[1]), family, held)
 
-    def listening(self) -> socket.socket:
-        """The socket a worker accepts on: its own (SO_REUSEPORT), or the shared one."""
+    def worker_socket(self) -> socket.socket:
+        """The socket a worker accepts on: its own (SO_REUSEPORT), or the shared one.
+
+        Its own is bound but not listening: the server listens on it once the app has
+        started (asyncio's and uvloop's `create_server` do), so the kernel hands no
+        connection to a worker still starting (loading, building its fact sheets), which
+        would hold it for seconds."""
         if not BALANCED_REUSEPORT:
             return self.held
-        sock = _reuseport_socket(self.family, self.host, self.port)
-        sock.listen(BACKLOG)
-        return sock
+        return _reuseport_socket(self.family, self.host, self.port)
 
 
 def _reuseport_socket(family: socket.AddressFamily, host: str, port: int) -> socket.socket:
@@ -293,6 +296,9 @@ def _reuseport_socket(family: socket.AddressFamily, host: str, port: int) -> soc
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
+        # Bound: a plain bind on the port (another service, `reserve`'s probe) now
+        # conflicts with this socket even while it does not listen.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
     except OSError:
         sock.close()
         raise
