@@ -39,7 +39,7 @@ from pathlib import Path
 
 import uvloop
 
-from service import by_popularity, free_port, fresh_copy, pct, wait_ready
+from service import by_popularity, free_port, fresh_copy, pct, wait_ready, wait_workers
 
 TEMPLATE_ONLY = ["--no-background", "--live-rate", "0"]
 WARM_S = 8.0
@@ -170,6 +170,9 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base + "/readyz", server, within_s=120)
+        serve_args = args.serve_args.split()
+        if "--workers" in serve_args:
+            wait_workers(base + "/readyz", int(serve_args[serve_args.index("--workers") + 1]))
         pool = requests(db, port, 4000, seed=1)
         uvloop.run(capacity(port, pool, 8, WARM_S))  # every worker's sheets, verdicts, runs
         verdicts: list[float] = []

@@ -99,6 +99,23 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], within_s: float = 120
     sys.exit(f"{url}: no answer within {within_s:.0f} s")
 
 
+def wait_workers(url: str, workers: int, within_s: float = 120) -> None:
+    """Until `/readyz` at `url` has answered from `workers` distinct workers (fresh
+    connections, which the port spreads over the workers listening): a worker still
+    starting does not listen yet, and a warm-up sent before it does misses it."""
+    seen: set[int] = set()
+    give_up = time.monotonic() + within_s
+    while len(seen) < workers:
+        if time.monotonic() > give_up:
+            sys.exit(f"{url}: {len(seen)} of {workers} workers ready within {within_s:.0f} s")
+        try:
+            body = httpx.get(url, timeout=2, headers={"connection": "close"}).json()
+            seen.add(int(body["worker"]["index"]))
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        time.sleep(0.02)
+
+
 def pct(values: list[float], p: float) -> float | None:
     if not values:
         return None
