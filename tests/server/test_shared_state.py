@@ -157,3 +157,16 @@ def test_with_redis_dead_both_workers_answer_and_say_they_are_degraded(
     assert "rate limits: Redis at redis://127.0.0.1" in degraded
     assert "Redis pub/sub" in degraded
     assert body["shared"]["rate_limits_failed_open"] >= 1
+
+
+def test_a_worker_starting_after_another_warms_from_the_sheets_it_shared(
+    market_copy: Path, redis_url: str
+) -> None:
+    """Start-up's warming goes through the shared fact tier: the first builds and saves
+    every sheet, the second (started after it) reads them instead of building."""
+    with workers(market_copy, redis_url) as (first, second):
+        products = httpx.get(first.base_url + "/readyz").json()["products"]
+        assert shared(first)["facts"]["saved"] == products
+        assert shared(second)["facts"]["hits"] == products
+        ready = httpx.get(second.base_url + "/readyz").json()
+        assert ready["facts"]["warmed"] == ready["facts"]["cached"] == products

@@ -132,13 +132,13 @@ def create_app(
                 audit=state.audit,
                 calibration=calibration,
             )
+            state.events = start_events(store, state.answerer, settings)
+            shared.attach(state.answerer, state.events.watches)
+            shared.start()
             if settings.warm_s > 0:
                 started = time.monotonic()
                 built = await asyncio.to_thread(state.answerer.warm, settings.warm_s)
                 log.info("%d fact sheets built in %.1f s", built, time.monotonic() - started)
-            state.events = start_events(store, state.answerer, settings)
-            shared.attach(state.answerer, state.events.watches)
-            shared.start()
             if settings.background:
                 state.generator = ExplanationGenerator(state.answerer)
                 background = asyncio.create_task(state.generator.run())
