@@ -199,20 +199,21 @@ def create_app(
 
 def _routes(with_market: bool) -> list[BaseRoute]:
     """The shopper's question first: a request is matched against the routes in order."""
-    routes = [*decide_api.router.routes] if with_market else []
-    routes += [*chat_api.router.routes, *health_api.router.routes]
-    if with_market:
-        routes += [
-            *audit_api.router.routes,
-            *events_api.router.routes,
-            *feedback_api.router.routes,
-            *webhooks_api.router.routes,
-            *watches_api.router.routes,
-            *products_api.router.routes,
-            *page.router.routes,
-            page.static_mount(),
-        ]
-    return routes
+    engine_api = [*chat_api.router.routes, *health_api.router.routes]
+    if not with_market:
+        return engine_api
+    return [
+        *decide_api.router.routes,
+        *engine_api,
+        *audit_api.router.routes,
+        *events_api.router.routes,
+        *feedback_api.router.routes,
+        *webhooks_api.router.routes,
+        *watches_api.router.routes,
+        *products_api.router.routes,
+        *page.router.routes,
+        page.static_mount(),
+    ]
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
