@@ -141,3 +141,37 @@ def test_the_answerer_warms_last_weeks_best_sellers_first(store: MarketStore) ->
     for item in ranked:
         assert answerer.facts.get(item.sku) is not None
     assert answerer.facts.hits == hits + len(ranked)
+
+
+def test_refresh_rebuilds_the_sheets_events_dropped_read_ones_first(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()))
+    assert cache.warm(["S2"], budget_s=60) == 1  # built, never read
+    assert cache.get("S1") is not None  # read
+    assert cache.evict(["S2", "S1"]) == 2 and cache.refresh_pending == 2
+    assert cache.refresh(budget_s=0) == 1  # one at least, however short the budget
+    misses = cache.misses
+    assert cache.get("S1") is not None and cache.misses == misses  # the read one came first
+    assert cache.refresh(budget_s=60) == 1 and cache.refresh_pending == 0
+    assert cache.get("S2") is not None and cache.misses == misses
+    assert cache.refreshed == 2 and cache.refresh(budget_s=60) == 0
+
+
+def test_refresh_skips_a_sheet_a_reader_built_again(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()))
+    cache.get("S1")
+    cache.evict(["S1"])
+    cache.get("S1")  # the next question came before the refresh
+    assert cache.refresh_pending == 0 and cache.refresh(budget_s=60) == 0
+
+
+def test_refresh_queues_no_more_than_the_cache_holds(store: MarketStore) -> None:
+    cache = FactsCache(FactsBuilder(store, market_clock()), capacity=2)
+    for sku in ("S1", "S2", "S3", "S4"):
+        cache.get(sku)
+        cache.evict([sku])
+    assert cache.refresh_pending == 2
+    assert cache.refresh(budget_s=60) == 2
+    misses = cache.misses
+    cache.get("S4")
+    cache.get("S3")
+    assert cache.misses == misses  # the latest dropped kept their places

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worthit.facts.builder import FactsBuilder
-from worthit.facts.cache import JITTER, FactsCache, xfetch_probability
+from worthit.facts.cache import JITTER, REFRESH_LEAD, FactsCache, xfetch_probability
 from worthit.facts.sheet import FactSheet
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, EventError, parse_event
@@ -227,6 +227,54 @@ def test_a_hot_key_is_refreshed_before_it_expires(store: CountingStore) -> None:
     assert clock.now - 2.0 < first + 30 * (1 + JITTER)
 
 
+def test_refresh_rebuilds_the_read_sheets_about_to_expire(store: CountingStore) -> None:
+    clock = FakeClock()
+    builder = CountingBuilder(store)
+    cache = FactsCache(builder, 30.0, rng=random.Random(2), clock=clock)
+    cache.warm(["S2"], budget_s=60)  # built, never read: left to expire
+    cache.get("S1")
+    clock.now += 10
+    assert cache.refresh(budget_s=60) == 0  # nothing near its expiry yet
+    clock.now += 30 * (1 + JITTER) - 10 - 30 * REFRESH_LEAD + 0.01
+    assert cache.refresh(budget_s=60) == 1 and builder.builds == 3
+    hits = cache.hits
+    clock.now += 30 * REFRESH_LEAD
+    assert cache.get("S1") is not None and cache.hits == hits + 1  # past the old expiry
+    clock.now += 40
+    assert cache.refresh(budget_s=60) == 1  # read again, so kept built again
+    clock.now += 40  # this time no one read it
+    assert cache.refresh(budget_s=60) == 0 and builder.builds == 4
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=st.lists(st.tuples(st.sampled_from(["get", "evict", "write"]),
+                              st.sampled_from(["S1", "S2", "S3"])), max_size=20))  # fmt: skip
+def test_after_a_full_refresh_every_dropped_sheet_is_a_hit(
+    store: CountingStore, ops: list[tuple[str, str]]
+) -> None:
+    clock = FakeClock()
+    cache = FactsCache(CountingBuilder(store), 30.0, rng=random.Random(0), clock=clock)
+    held: set[str] = set()
+    for op, sku in ops:
+        if op == "get":
+            cache.get(sku)
+            held.add(sku)
+        else:
+            if op == "write":
+                store.apply([parse_ok(price_event(sku))])
+            cache.evict([sku])
+    cache.refresh(budget_s=60)
+    assert cache.refresh_pending == 0
+    misses = cache.misses
+    for sku in held:
+        sheet = cache.get(sku)
+        current = store.revision(sku)
+        assert sheet is not None and current is not None and sheet.revision == current[0]
+    assert cache.misses == misses
+
+
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("get"), st.sampled_from(["S1", "S2", "S3"])),
@@ -234,6 +282,7 @@ OPS = st.lists(
         st.tuples(st.just("write"), st.sampled_from(["S1", "S2", "S3"])),
         st.tuples(st.just("unseen_write"), st.sampled_from(["S1", "S2", "S3"])),
         st.tuples(st.just("tick"), st.floats(0.0, 20.0)),
+        st.tuples(st.just("refresh"), st.floats(0.0, 1.0)),
     ),
     max_size=30,
 )
@@ -252,6 +301,10 @@ def test_no_read_is_older_than_the_store(
         if op == "tick":
             assert isinstance(arg, float)
             clock.now += arg
+            continue
+        if op == "refresh":
+            assert isinstance(arg, float)
+            cache.refresh(arg)
             continue
         sku = str(arg)
         if op == "get":

@@ -58,6 +58,31 @@ def test_an_answer_right_after_a_price_event_shows_the_new_price(
     assert after["data_age_ms"] == 1000  # the service's clock is pinned to the market's end
 
 
+def test_the_sheet_an_event_dropped_is_built_again_before_the_next_question(
+    keyed_service: LiveServer, market_copy: Path
+) -> None:
+    headers = key_for(market_copy)
+    readyz = keyed_service.base_url + "/readyz"
+    warmed = httpx.get(readyz).json()["facts"]
+    assert warmed["cached"] == warmed["warmed"] and warmed["refreshed"] == 0
+    r = httpx.post(
+        keyed_service.base_url + "/v1/events",
+        json={"events": [price("pos-r", "S1", 321.0)]},
+        headers=headers,
+    )
+    assert r.json()["applied"] == ["pos-r"]
+    for _ in range(100):  # the bus applies, the cache drops S1, a quiet moment rebuilds it
+        facts = httpx.get(readyz).json()["facts"]
+        if facts["refreshed"]:
+            break
+        time.sleep(0.05)
+    assert facts["refreshed"] == 1 and facts["cached"] == warmed["cached"]
+    ask = {"question": "Is the Aurora NC700 worth buying?", "sku": "S1"}
+    answer = httpx.post(keyed_service.base_url + "/v1/decide", json=ask, headers=headers).json()
+    assert answer["facts"]["current_price"] == 321.0
+    assert httpx.get(readyz).json()["facts"]["misses"] == facts["misses"]
+
+
 def test_bad_events_are_named_by_index_and_field_and_the_good_ones_land(
     keyed_service: LiveServer, market_copy: Path
 ) -> None:

@@ -82,6 +82,9 @@ class Answerer:
         """Inputs a shopper missed in the store: the generator writes them first."""
         self.runs = RunMemo(self.key)
         self.digests = FactsDigests()
+        self.asked_at = -float("inf")
+        """When the last question came (`time.perf_counter`): idle-time work waits for a
+        quiet moment (answer/facts_refresh.py)."""
         self.restated = Wanted()
         """Products events changed: the generator rewrites the explanations of these it
         had written, next after shoppers' misses."""
@@ -144,7 +147,7 @@ class Answerer:
         (`fallback_reason` "as_of"). Stored texts and the engine serve today's answers; an
         as-of one neither reads nor fills them, nor tells the generator what is asked now.
         """
-        started = time.perf_counter()
+        self.asked_at = started = time.perf_counter()
         decision = self.decider.decide(question, sku=sku, language=language, at_ms=as_of_ms)
         timings = dict(decision.timings_ms)
         timings["to_verdict"] = _ms(started)

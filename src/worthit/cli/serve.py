@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import LogBusyError
 from worthit.audit.issued import check_unlocked
 from worthit.cli.market import build_demo, redis_url
@@ -80,6 +81,16 @@ def serve_command(
             "(each worker its own), so the first questions find them; 0: none.",
         ),
     ] = DEFAULT_WARM_S,
+    refresh_share: Annotated[
+        float,
+        typer.Option(
+            "--refresh-share",
+            min=0,
+            max=1,
+            help="At most this share of the time between questions goes on rebuilding the "
+            "fact sheets events dropped; 0: each is built by the next question about it.",
+        ),
+    ] = DEFAULT_REFRESH_SHARE,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
     deadline_ms: Annotated[
         int, typer.Option(min=100, help="Default latency objective of an answer.")
@@ -216,6 +227,7 @@ def serve_command(
         background=background,
         explanation_capacity=explanations,
         warm_s=warm_s,
+        refresh_share=refresh_share,
         live_rate=rate,
         freshness=freshness
         if freshness is not None

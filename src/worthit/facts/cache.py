@@ -19,6 +19,12 @@ facts/redis_tier.py): a miss here asks it before building, and a sheet built her
 handed to it, so a product is built once for all of them. The in-memory tier stays in
 front, and the revision check guards both: a shared sheet of an older revision is never
 used. `evict` also tells the tier, which tells the other processes' caches.
+
+A live feed would otherwise drain the cache: every event evicts a sheet, and the next
+question about that product pays for its build. The sheets events dropped (those readers
+asked for first) and the read ones about to expire are queued for `refresh`, which the
+service calls in its idle time (answer/facts_refresh.py), so the next question finds them
+built.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ DEFAULT_WARM_S = 5.0
 
 JITTER = 0.10
 """Each entry's TTL is `max_age_s` times a factor drawn from [1 - JITTER, 1 + JITTER]."""
+
+REFRESH_LEAD = 0.10
+"""`refresh` rebuilds a sheet read since it was built once less than this share of
+`max_age_s` is left of it, before a reader's XFetch draw or its expiry would."""
 
 
 def xfetch_probability(remaining_s: float, delta_s: float, beta: float = 1.0) -> float:
@@ -138,6 +148,11 @@ class FactsCache:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._negative: OrderedDict[str, float] = OrderedDict()
         self._flights: dict[str, _Flight] = {}
+        self._due: OrderedDict[str, None] = OrderedDict()
+        """Sheets for `refresh` to rebuild: those read since built at the front."""
+        self._read: set[str] = set()
+        """SKUs whose entry was read since it was built."""
+        self._scanned_at = -math.inf
         self._lock = threading.Lock()
         self._bloom_reload = threading.Lock()
         self.hits = 0
@@ -150,6 +165,7 @@ class FactsCache:
         self.tier: SheetTier | None = None
         self.tier_hits = 0
         self.warmed = 0
+        self.refreshed = 0
         self._bloom, self._bloom_at = self._load_bloom()
 
     def get(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
@@ -161,6 +177,10 @@ class FactsCache:
         """
         if at_ms is not None:
             return self.builder.build(sku, at_ms)
+        return self._get(sku, read=True)
+
+    def _get(self, sku: str, *, read: bool) -> FactSheet | None:
+        """The current sheet; `read`: a reader asked for it (so `refresh` keeps it built)."""
         now = self._clock()
         if not self._maybe_known(sku, now):
             return None
@@ -187,6 +207,8 @@ class FactsCache:
                     remaining, entry.delta, self.beta
                 ):
                     self._entries.move_to_end(sku)
+                    if read:
+                        self._read.add(sku)
                     self.hits += 1
                     return aged(entry.sheet, int((now - entry.built_at) * 1000))
                 self.early_refreshes += 1
@@ -198,7 +220,7 @@ class FactsCache:
             else:
                 leader = False
         if leader:
-            return self._lead(flight, sku, revision)
+            return self._lead(flight, sku, revision, read=read)
         return self._await(flight, sku, revision)
 
     def warm(self, skus: Iterable[str], budget_s: float) -> int:
@@ -216,10 +238,59 @@ class FactsCache:
                 break
             with self._lock:
                 cached = sku in self._entries
-            if not cached and self.get(sku) is not None:
+            if not cached and self._get(sku, read=False) is not None:
                 built += 1
         self.warmed += built
         return built
+
+    def refresh(self, budget_s: float) -> int:
+        """Rebuild the sheets queued for it until `budget_s` has passed (one at least);
+        the number rebuilt.
+
+        Queued are the sheets events dropped while they were held, those read since
+        built first, and the read sheets less than `REFRESH_LEAD` of their TTL from expiry
+        (ahead of the unread too); an unread sheet is left to expire, since it was only
+        held because start-up warmed it. A sheet a reader is building already, or rebuilt
+        since it was queued, is skipped.
+        """
+        started = self._clock()
+        self._queue_expiring(started)
+        built = 0
+        while self._clock() - started < budget_s or built == 0:
+            with self._lock:
+                if not self._due:
+                    break
+                sku = self._due.popitem(last=False)[0]
+            current = self.builder.store.revision(sku)
+            if current is None:
+                continue
+            with self._lock:
+                if sku in self._flights:
+                    continue
+                flight = self._flights[sku] = _Flight()
+            self._lead(flight, sku, current[0], read=False)
+            built += 1
+        with self._lock:
+            self.refreshed += built
+        return built
+
+    @property
+    def refresh_pending(self) -> int:
+        """Sheets queued for `refresh`."""
+        return len(self._due)
+
+    def _queue_expiring(self, now: float) -> None:
+        """Queue the read entries close to expiry; a scan at most every half lead."""
+        lead = self.max_age_s * REFRESH_LEAD
+        if now - self._scanned_at < lead / 2:
+            return
+        self._scanned_at = now
+        with self._lock:
+            for sku in self._read:
+                entry = self._entries.get(sku)
+                if entry is not None and entry.expires_at - now < lead:
+                    self._due[sku] = None
+                    self._due.move_to_end(sku, last=False)
 
     def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:
@@ -260,12 +331,12 @@ class FactsCache:
             return sheet
         return self._build(sku)[0]
 
-    def _lead(self, flight: _Flight, sku: str, revision: int) -> FactSheet | None:
+    def _lead(self, flight: _Flight, sku: str, revision: int, *, read: bool) -> FactSheet | None:
         share: tuple[FactSheet, float, float] | None = None
         try:
             shared = self._shared(sku, revision)
             if shared is not None:
-                return self._keep_shared(flight, sku, shared)
+                return self._keep_shared(flight, sku, shared, read=read)
             sheet, started, delta = self._build(sku)
             with self._lock:
                 current = self._entries.get(sku)
@@ -275,7 +346,9 @@ class FactsCache:
                     and (current is None or current.revision <= sheet.revision)
                 ):
                     ttl = self.max_age_s * (1 + self._rng.uniform(-JITTER, JITTER))
-                    self._keep(sku, _Entry(sheet, sheet.revision, started, started + ttl, delta))
+                    self._keep(
+                        sku, _Entry(sheet, sheet.revision, started, started + ttl, delta), read
+                    )
                     share = (sheet, ttl, delta)
                 flight.sheet = sheet
             return sheet
@@ -306,7 +379,9 @@ class FactsCache:
             return None
         return shared
 
-    def _keep_shared(self, flight: _Flight, sku: str, shared: SharedSheet) -> FactSheet:
+    def _keep_shared(
+        self, flight: _Flight, sku: str, shared: SharedSheet, *, read: bool
+    ) -> FactSheet:
         now = self._clock()
         built_at = now - shared.age_s
         with self._lock:
@@ -317,16 +392,21 @@ class FactsCache:
                     shared.sheet, shared.sheet.revision, built_at, now + shared.remaining_s,
                     shared.delta_s,
                 )  # fmt: skip
-                self._keep(sku, entry)
+                self._keep(sku, entry, read)
             flight.sheet = sheet = aged(shared.sheet, int(shared.age_s * 1000))
         return sheet
 
-    def _keep(self, sku: str, entry: _Entry) -> None:
-        """Under the lock."""
+    def _keep(self, sku: str, entry: _Entry, read: bool) -> None:
+        """Under the lock; `read`: a reader asked for this sheet."""
         self._entries[sku] = entry
         self._entries.move_to_end(sku)
+        if read:
+            self._read.add(sku)
+        else:
+            self._read.discard(sku)
+        self._due.pop(sku, None)
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            self._read.discard(self._entries.popitem(last=False)[0])
 
     def _build(self, sku: str) -> tuple[FactSheet | None, float, float]:
         started = self._clock()
@@ -342,6 +422,8 @@ class FactsCache:
         A SKU the filter has not seen is a product the event just added, so it becomes
         known here, and any negative entry for it goes. With a tier, the other processes
         are told too (`share`; off when this eviction is one another process told of).
+        A dropped sheet is queued for `refresh`, ahead of the others if a reader had
+        asked for it.
         """
         skus = list(skus)
         dropped = 0
@@ -355,6 +437,12 @@ class FactsCache:
                     flight.stale = True
                 if self._entries.pop(sku, None) is not None:
                     dropped += 1
+                    self._due[sku] = None
+                    if sku in self._read:
+                        self._read.discard(sku)
+                        self._due.move_to_end(sku, last=False)
+                    if len(self._due) > self.capacity:
+                        self._due.popitem()
             self.evictions += dropped
         if share and skus and self.tier is not None:
             self.tier.evicted(skus)

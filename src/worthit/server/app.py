@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute
 
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
+from worthit.answer.facts_refresh import refresh_facts
 from worthit.audit import AuditLog, AuditPaths
 from worthit.decide.calibration import Calibration
 from worthit.engine.engine import Engine
@@ -102,6 +103,7 @@ def create_app(
             engine.start()
             state.engine = engine
         background: asyncio.Task[object] | None = None
+        refresher: asyncio.Task[None] | None = None
         calibration: Calibration | None = None
         if store is not None and settings.db_path is not None:
             explanations = shared.explanation_store(
@@ -139,6 +141,10 @@ def create_app(
                 started = time.monotonic()
                 built = await asyncio.to_thread(state.answerer.warm, settings.warm_s)
                 log.info("%d fact sheets built in %.1f s", built, time.monotonic() - started)
+            if settings.refresh_share > 0:
+                refresher = asyncio.create_task(
+                    refresh_facts(state.answerer, settings.refresh_share)
+                )
             if settings.background:
                 state.generator = ExplanationGenerator(state.answerer)
                 background = asyncio.create_task(state.generator.run())
@@ -152,10 +158,11 @@ def create_app(
             if state.events is not None:
                 await state.events.stop()
             await shared.stop()
-            if background is not None:
-                background.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await background
+            for task in (background, refresher):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if state.answerer is not None and state.answerer.explanations is not None:
                 state.answerer.explanations.close()
             if calibration is not None:

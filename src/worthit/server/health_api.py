@@ -105,10 +105,13 @@ def _explanations(state: ServiceState) -> dict[str, Any]:
 
 
 def _facts(cache: FactsCache) -> dict[str, Any]:
-    """The fact cache: its sheets, how many start-up built (`--warm-s`), and its reads."""
+    """The fact cache: its sheets, how many start-up built (`--warm-s`) and idle time
+    rebuilt (`--refresh-share`), and its reads."""
     return {
         "cached": len(cache),
         "warmed": cache.warmed,
+        "refreshed": cache.refreshed,
+        "refresh_pending": cache.refresh_pending,
         "hits": cache.hits,
         "misses": cache.misses,
         "early_refreshes": cache.early_refreshes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
@@ -37,6 +38,10 @@ class ServiceSettings:
     warm_s: float = DEFAULT_WARM_S
     """At start-up, before the first question, build the fact sheets of last week's best
     sellers (then the other products) for at most this long (`Answerer.warm`); 0: none."""
+    refresh_share: float = DEFAULT_REFRESH_SHARE
+    """At most this share of the time between questions goes on rebuilding the fact
+    sheets events dropped and the read ones about to expire (answer/facts_refresh.py);
+    0: none, each is built by the next question that needs it."""
     background: bool = True
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
