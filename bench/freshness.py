@@ -202,9 +202,13 @@ def run_mode(mode: str, args: argparse.Namespace, folder: Path) -> dict[str, Any
     stream = f"worthit:bench:{uuid.uuid4().hex[:8]}"
     load: subprocess.Popen[bytes] | None = None
     if mode == "embedded":
-        server = Server(db, ["--live-rate", str(args.load)])
+        server = Server(db, ["--live-rate", str(args.load), *args.serve_args.split()])
     else:
-        server = Server(db, ["--live-rate", "0", "--redis", args.redis, "--redis-stream", stream])
+        server = Server(
+            db,
+            ["--live-rate", "0", "--redis", args.redis, "--redis-stream", stream,
+             *args.serve_args.split()],
+        )  # fmt: skip
     client = redis.Redis.from_url(args.redis) if mode == "redis" else None
     try:
         server.wait_ready()
@@ -289,6 +293,7 @@ def main() -> None:
     parser.add_argument("--probe-timeout-s", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--json", action="store_true", help="one JSON object per mode")
+    parser.add_argument("--serve-args", default="", help="extra `worthit serve` arguments")
     args = parser.parse_args()
     if not args.db.exists():
         print(f"no market at {args.db}: building the demo market", file=sys.stderr)
