@@ -36,9 +36,12 @@ async def refresh_facts(
         raise ValueError(f"share must be in (0, 1], not {share}")
     facts = answerer.facts
     while True:
-        await asyncio.sleep(poll_s)
-        while time.perf_counter() - answerer.asked_at >= quiet_s:
-            started = time.perf_counter()
-            if not facts.refresh(budget_s=0):
-                break
-            await asyncio.sleep((time.perf_counter() - started) * (1 - share) / share)
+        quiet_for = time.perf_counter() - answerer.asked_at
+        if quiet_for < quiet_s:
+            await asyncio.sleep(quiet_s - quiet_for)
+            continue
+        started = time.perf_counter()
+        if not facts.refresh(budget_s=0):
+            await asyncio.sleep(poll_s)
+            continue
+        await asyncio.sleep((time.perf_counter() - started) * (1 - share) / share)
