@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,14 @@ def answerer(small_market: Path, tmp_path: Path) -> Answerer:
     return answerer
 
 
-async def run_for(seconds: float, answerer: Answerer, **options: float) -> None:
+async def run_until(
+    done: Callable[[], bool], answerer: Answerer, within_s: float, **options: float
+) -> None:
+    """Run the refresher until `done()` holds, or for `within_s` at most."""
     task = asyncio.create_task(refresh_facts(answerer, poll_s=0.01, **options))
-    await asyncio.sleep(seconds)
+    give_up = time.monotonic() + within_s
+    while not done() and time.monotonic() < give_up:
+        await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -37,7 +43,7 @@ def test_dropped_sheets_are_built_again_in_a_quiet_moment(answerer: Answerer) ->
     facts = answerer.facts
     held = len(facts)
     assert facts.evict(["S1", "S2", "S3"]) == 3
-    asyncio.run(run_for(0.5, answerer, quiet_s=0.0))
+    asyncio.run(run_until(lambda: facts.refresh_pending == 0, answerer, 30, quiet_s=0.0))
     assert facts.refreshed == 3 and facts.refresh_pending == 0 and len(facts) == held
 
 
@@ -45,7 +51,7 @@ def test_nothing_is_built_while_questions_keep_coming(answerer: Answerer) -> Non
     facts = answerer.facts
     facts.evict(["S1"])
     answerer.asked_at = time.perf_counter()
-    asyncio.run(run_for(0.3, answerer, quiet_s=60.0))
+    asyncio.run(run_until(lambda: facts.refreshed > 0, answerer, 0.3, quiet_s=60.0))
     assert facts.refreshed == 0 and facts.refresh_pending == 1
 
 
