@@ -118,6 +118,29 @@ def test_oversized_and_malformed_bodies(open_service: LiveServer) -> None:
     assert garbage.status_code == 422
 
 
+def test_a_body_not_sent_as_json_is_a_415_saying_what_to_send(open_service: LiveServer) -> None:
+    """`curl -d` sends application/x-www-form-urlencoded; the answer read "Input should be
+    a valid dictionary or object to extract fields from"."""
+    base = open_service.base_url
+    body = b'{"question": "Is the Aurora NC700 worth buying?"}'
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    for path in ("/v1/decide", "/v1/feedback"):
+        r = httpx.post(base + path, content=body, headers=form)
+        assert r.status_code == 415, path
+        assert r.json()["field"] == "content-type"
+        assert "Content-Type: application/json" in r.json()["detail"]
+        assert "x-www-form-urlencoded" in r.json()["detail"]
+    bare = httpx.post(base + "/v1/decide", content=body)  # no Content-Type at all
+    assert bare.status_code == 415 and "(this request's: none)" in bare.json()["detail"]
+    chat = httpx.post(base + "/v1/chat/completions", content=b"{}", headers=form)
+    assert chat.status_code == 415 and chat.json()["error"]["param"] == "content-type"
+    as_json = httpx.post(base + "/v1/decide", content=b"[1, 2]",
+                         headers={"content-type": "application/json"})  # fmt: skip
+    assert as_json.status_code == 422 and as_json.json()["field"] == "body"
+    empty = httpx.post(base + "/v1/decide", content=b"", headers=form)
+    assert empty.status_code == 422 and empty.json()["field"] == "body"
+
+
 def test_product_search_facts_with_etag_and_history(open_service: LiveServer) -> None:
     base = open_service.base_url
     en = httpx.get(base + "/v1/products", params={"q": "aurora nc7"}).json()["items"]

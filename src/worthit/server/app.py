@@ -55,9 +55,11 @@ from worthit.server.guard import (
     GuardMiddleware,
 )
 from worthit.server.headers import SecurityHeadersMiddleware
+from worthit.server.json_body import not_json
 from worthit.server.openai_wire import openai_validation_error
 from worthit.server.problems import (
     ProblemError,
+    error_for,
     handle_http_error,
     handle_problem,
     problem_response,
@@ -226,6 +228,12 @@ def _routes(with_market: bool) -> list[BaseRoute]:
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     """OpenAI's error shape on the OpenAI-compatible routes, problem details elsewhere."""
     assert isinstance(exc, RequestValidationError)
+    wrong_type = not_json(exc, request.headers.get("content-type"))
+    if wrong_type is not None:
+        return error_for(
+            request.url.path,
+            ProblemError(415, "Unsupported Media Type", wrong_type, "content-type"),
+        )
     if request.url.path.startswith("/v1/chat/"):
         return openai_validation_error(exc)
     errors = [

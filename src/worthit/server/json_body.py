@@ -29,7 +29,7 @@ Model = TypeVar("Model", bound=BaseModel)
 async def json_body(request: Request, model: type[Model]) -> Model:
     raw = await request.body()
     content_type = request.headers.get("content-type")
-    if raw and _is_json(content_type):
+    if raw and is_json(content_type):
         try:
             return model.model_validate_json(raw)
         except ValidationError as exc:
@@ -59,7 +59,27 @@ def openapi(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
-def _is_json(content_type: str | None) -> bool:
+def not_json(exc: RequestValidationError, content_type: str | None) -> str | None:
+    """What to tell a client whose body was refused only because its Content-Type does
+    not say JSON, or None. `curl -d` sends application/x-www-form-urlencoded, and the bare
+    error ("Input should be a valid dictionary or object to extract fields from") did not
+    say what to change."""
+    errors = exc.errors()
+    if (
+        is_json(content_type)
+        or not errors
+        or tuple(errors[0].get("loc", ())) != ("body",)
+        or errors[0].get("type") == "missing"
+    ):
+        return None
+    sent = f"'{content_type}'" if content_type else "none"
+    return (
+        f"content-type: the body must be JSON sent with Content-Type: application/json "
+        f"(this request's: {sent})"
+    )
+
+
+def is_json(content_type: str | None) -> bool:
     """FastAPI's test: application/json or application/*+json; no header is not JSON."""
     if content_type == "application/json":  # what nearly every client sends: no parse
         return True
@@ -80,7 +100,7 @@ def _as_fastapi_reads(raw: bytes, content_type: str | None, model: type[Model]) 
             [{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}]
         )
     data: Any = raw
-    if _is_json(content_type):
+    if is_json(content_type):
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
