@@ -13,12 +13,13 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.server.app import create_app
+from worthit.server.tenants import TenantStore
 
 from engine_fixtures import model_path
 from live_server import LiveServer
-from service_fixtures import market_copy, market_settings
+from service_fixtures import keyed_service, market_copy, market_settings
 
-__all__ = ["market_copy", "model_path"]
+__all__ = ["keyed_service", "market_copy", "model_path"]
 
 pytestmark = pytest.mark.slow
 
@@ -103,3 +104,38 @@ def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None
     first_text_at = seen["lengths"][0][0]
     assert seen["verdictAt"] <= first_text_at
     assert len(seen["lengths"]) >= 2, "the explanation should appear in steps, not at once"
+
+
+def test_a_keyed_service_asks_for_a_key_and_answers_with_it(
+    keyed_service: LiveServer, market_copy: Path
+) -> None:
+    """Outside the demo every /v1 call needs a key; the page had no way to give one."""
+    from playwright.sync_api import sync_playwright
+
+    _, key = TenantStore(market_copy).create("shop-page", "medium", rpm=100, tpm=100_000)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        real_clock = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")}
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, env=real_clock)
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(keyed_service.base_url + "/")
+        assert page.is_hidden("#key-form")
+        page.fill("#q", "Is the Aurora NC700 worth buying?")
+        page.press("#q", "Enter")
+        page.wait_for_selector("#key-form:not([hidden])", timeout=20_000)
+        asked_for_key = page.inner_text("#status")
+        page.fill("#key", "wk_not_a_key")
+        page.press("#key", "Enter")
+        page.wait_for_selector("#key-form:not([hidden])", timeout=20_000)
+        refused = page.inner_text("#status")
+        page.fill("#key", key)
+        page.press("#key", "Enter")
+        page.wait_for_selector("#verdict[data-verdict='BUY']", timeout=20_000)
+        hidden_after = page.is_hidden("#key-form")
+        page.screenshot(path=str(ARTIFACTS / "page-keyed.png"), full_page=True)
+        browser.close()
+    assert not errors
+    assert "API key" in asked_for_key and "refused" in refused
+    assert hidden_after

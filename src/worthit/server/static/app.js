@@ -71,6 +71,11 @@
       notFound: (what) => `No product found for “${what}”.`,
       didYouMean: "Did you mean one of these?",
       rateLimited: (s) => `Too many questions right now; try again in ${s} s.`,
+      keyLabel: "This service needs an API key",
+      keyUse: "Use key",
+      keyHint: "Kept in this browser only, and sent with each question.",
+      keyNeeded: "Enter an API key above to ask.",
+      keyRefused: "That API key was refused; enter another above.",
       problem: "Something went wrong",
       noHistory: "No price history yet.",
       chartLabel: (low, lowAt, avg) =>
@@ -134,6 +139,11 @@
       notFound: (what) => `没有找到“${what}”。`,
       didYouMean: "你是不是想找：",
       rateLimited: (s) => `提问太频繁，请 ${s} 秒后再试。`,
+      keyLabel: "此服务需要 API 密钥",
+      keyUse: "使用密钥",
+      keyHint: "只保存在此浏览器中，随每个问题发送。",
+      keyNeeded: "请在上方输入 API 密钥后再提问。",
+      keyRefused: "此 API 密钥被拒绝，请在上方输入另一个。",
       problem: "出错了",
       noHistory: "还没有价格记录。",
       chartLabel: (low, lowAt, avg) =>
@@ -193,6 +203,8 @@
     watchNotice: $("watch-notice"),
     watchNoticeText: $("watch-notice-text"),
     watchNoticeOpen: $("watch-notice-open"),
+    keyForm: $("key-form"),
+    key: $("key"),
   };
   for (const name of ["q", "suggestions", "verdict", "explanation", "timings", "data-age", "offline"]) {
     $(name).dataset.testid = name;
@@ -424,7 +436,10 @@
       items = (await response.json()).items || [];
       rememberProducts(items);
     } catch (error) {
-      if (!(error instanceof Unreachable)) return;
+      if (!(error instanceof Unreachable)) {
+        if (isKeyProblem(error)) askForKey(false);
+        return;
+      }
       setOnline(false);
       items = offlineSuggestions(text);
     }
@@ -836,6 +851,31 @@
     else setOnline(true);
   });
 
+  // ---------------------------------------------------------------- key --
+  // With auth on (`worthit serve` without --demo) every /v1 call needs a tenant's key: the
+  // page asks for one when the service refuses a call for want of it, and keeps it.
+  function isKeyProblem(problem) {
+    return (problem.status === 401 || problem.status === 403) &&
+      (problem.body || {}).field === "authorization";
+  }
+
+  function askForKey(focus) {
+    el.keyForm.hidden = false;
+    if (focus) el.key.focus();
+  }
+
+  el.keyForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = el.key.value.trim();
+    if (!key) return;
+    save("apiKey", key);
+    el.key.value = "";
+    el.keyForm.hidden = true;
+    const last = state.lastAsk;
+    if (last) ask(last.question, last.sku);
+    else el.q.focus();
+  });
+
   // -------------------------------------------------------------- render --
   function resetAnswer() {
     state.lastAsk = { question: state.stream.question, sku: state.stream.sku };
@@ -1125,7 +1165,10 @@
   function showProblem(problem) {
     el.status.classList.add("error");
     const body = problem.body || {};
-    if (problem.status === 404 && body.mention) {
+    if (isKeyProblem(problem)) {
+      el.status.textContent = t(load("apiKey") ? "keyRefused" : "keyNeeded");
+      askForKey(true);
+    } else if (problem.status === 404 && body.mention) {
       el.status.textContent = t("notFound", body.mention);
       const near = (body.candidates || []).filter((group) => (group.candidates || []).length);
       if (near.length && state.lastAsk) showCandidates(state.lastAsk.question, near, t("didYouMean"));
