@@ -8,7 +8,8 @@ questions open-loop for `--seconds`: Poisson arrivals at `--rate` a second, prod
 popularity (Zipf over last week's sales rank, as bench/service.py), each on a fresh
 connection, its deadline under the engine's margin so every answer is the template. It
 reports the time to each answer's `verdict` event, the `facts` stage inside it (from the
-event's `timings_ms`), and the share of reads the fact cache missed (`/readyz`).
+event's `timings_ms`), the share of reads the fact cache missed (`/readyz`), and the
+server's CPU time over the window (cores, from /proc: the feed and the rebuilding too).
 
 An arm is `NAME=SERVE-ARGS`; `--code DIR` among the arguments serves that arm from
 another checkout's `src` (the commit before, for a side-by-side run). The arms run
@@ -37,7 +38,7 @@ from typing import Any
 import httpx
 import uvloop
 
-from peak import requests
+from peak import cpu_seconds, requests
 from service import free_port, fresh_copy, pct, wait_ready
 
 SERVE = ["--no-background"]
@@ -104,7 +105,9 @@ def run_arm(args: argparse.Namespace, name: str, serve_args: list[str]) -> dict[
         pool = requests(db, port, 20_000, seed=3)
         uvloop.run(open_loop(port, pool, args.rate, args.warmup_s))
         before = facts(base)
+        cpu_before = cpu_seconds(server.pid)
         answers = uvloop.run(open_loop(port, pool, args.rate, args.seconds))
+        cpu = cpu_seconds(server.pid) - cpu_before
         after = facts(base)
     finally:
         server.send_signal(signal.SIGINT)
@@ -126,6 +129,7 @@ def run_arm(args: argparse.Namespace, name: str, serve_args: list[str]) -> dict[
         "facts_p99_ms": pct(stages, 99),
         "miss_share": round(misses / max(1, hits + misses), 4),
         "cached_at_end": after["cached"],
+        "server_cpu_share": round(cpu / args.seconds, 3),
         "refreshed": after.get("refreshed", 0) - before.get("refreshed", 0),
     }
 
@@ -153,7 +157,7 @@ def main() -> None:
         medians = {
             key: statistics.median(run[key] for run in runs)
             for key in ("verdict_p50_ms", "verdict_p99_ms", "facts_p50_ms", "facts_p99_ms",
-                        "miss_share")
+                        "miss_share", "server_cpu_share")
         }  # fmt: skip
         print(json.dumps({"arm": name, "median_of_rounds": medians}), flush=True)
 
