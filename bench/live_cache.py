@@ -27,7 +27,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import httpx
 import uvloop
 
 from peak import cpu_seconds, requests
-from service import free_port, fresh_copy, pct, wait_ready
+from service import free_port, fresh_copy, pct, stop_server, wait_ready
 
 SERVE = ["--no-background"]
 
@@ -110,11 +109,7 @@ def run_arm(args: argparse.Namespace, name: str, serve_args: list[str]) -> dict[
         cpu = cpu_seconds(server.pid) - cpu_before
         after = facts(base)
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
         shutil.rmtree(db.parent, ignore_errors=True)
     hits = after["hits"] - before["hits"]
     misses = after["misses"] - before["misses"]

@@ -31,7 +31,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 
 import uvloop
 
-from service import by_popularity, free_port, fresh_copy, pct, wait_ready, wait_workers
+from service import by_popularity, free_port, fresh_copy, pct, stop_server, wait_ready, wait_workers
 
 TEMPLATE_ONLY = ["--no-background", "--live-rate", "0"]
 WARM_S = 8.0
@@ -204,11 +203,7 @@ def main() -> None:
             flush=True,
         )
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -84,6 +84,16 @@ def fresh_copy(db: Path, prefix: str) -> Path:
     return scratch / "market.db"
 
 
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """SIGINT, as Ctrl-C would (the server drains and closes its stores), then a kill
+    after a minute."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], within_s: float = 120) -> None:
     """Until `url` answers 200; exits the benchmark when the server dies or never does."""
     give_up = time.monotonic() + within_s
@@ -317,8 +327,7 @@ def main() -> None:
             print(json.dumps(result, ensure_ascii=False), flush=True)
         print(json.dumps({"store_at_end": store_state(base)}))
     finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=60)
+        stop_server(server)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from worthit.engine.config import EngineConfig
 from worthit.server.app import create_app
@@ -65,17 +66,21 @@ def live_service(market_copy: Path, model_path: Path) -> Iterator[LiveServer]:
         yield server
 
 
-def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None:
-    from playwright.sync_api import sync_playwright
-
+def launch(pw: Playwright) -> Browser:
+    """Debian's Chromium, headless, with the real clock: under libfaketime (.ci/any-date)
+    Chromium does not load a page with the preload in it."""
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian's chromium is missing: `make test` installs it")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    real_clock: dict[str, str | float | bool] = {
+        k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")
+    }
+    return pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, env=real_clock)
+
+
+def test_type_pick_and_watch_the_answer_arrive(live_service: LiveServer) -> None:
     with sync_playwright() as pw:
-        # the browser keeps the real clock when the suite runs under libfaketime
-        # (.ci/any-date): Chromium does not load a page with the preload in it
-        real_clock = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")}
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, env=real_clock)
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1100, "height": 1400})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -110,13 +115,9 @@ def test_a_keyed_service_asks_for_a_key_and_answers_with_it(
     keyed_service: LiveServer, market_copy: Path
 ) -> None:
     """Outside the demo every /v1 call needs a key; the page had no way to give one."""
-    from playwright.sync_api import sync_playwright
-
     _, key = TenantStore(market_copy).create("shop-page", "medium", rpm=100, tpm=100_000)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
-        real_clock = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "FAKETIME")}
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, env=real_clock)
+        browser = launch(pw)
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
