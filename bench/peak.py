@@ -151,6 +151,11 @@ def main() -> None:
     parser.add_argument("--serve-args", default="", help="extra `worthit serve` arguments")
     parser.add_argument("--code", default=None, help="serve from this checkout's src")
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--idle-s", type=float, default=0.0,
+        help="seconds without questions between the warm-up and the bursts (a sale's first "
+        "burst after a quiet spell: the fact sheets of 30 s TTL have expired)",
+    )  # fmt: skip
     args = parser.parse_args()
     source = Path(args.db)
     if not source.exists():
@@ -174,6 +179,7 @@ def main() -> None:
             wait_workers(base + "/readyz", int(serve_args[serve_args.index("--workers") + 1]))
         pool = requests(db, port, 4000, seed=1)
         uvloop.run(capacity(port, pool, 8, WARM_S))  # every worker's sheets, verdicts, runs
+        time.sleep(args.idle_s)
         verdicts: list[float] = []
         dones: list[float] = []
         for r in range(args.rounds):

@@ -20,11 +20,11 @@ handed to it, so a product is built once for all of them. The in-memory tier sta
 front, and the revision check guards both: a shared sheet of an older revision is never
 used. `evict` also tells the tier, which tells the other processes' caches.
 
-A live feed would otherwise drain the cache: every event evicts a sheet, and the next
-question about that product pays for its build. The sheets events dropped (those readers
-asked for first) and the read ones about to expire are queued for `refresh`, which the
-service calls in its idle time (answer/facts_refresh.py), so the next question finds them
-built.
+A live feed would otherwise drain the cache (every event evicts a sheet, and the next
+question about that product pays for its build), and a quiet spell would let every sheet
+expire. The sheets events dropped and those about to expire are queued for `refresh`,
+read ones first, which the service calls in its idle time (answer/facts_refresh.py), so
+the next question finds them built.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ JITTER = 0.10
 """Each entry's TTL is `max_age_s` times a factor drawn from [1 - JITTER, 1 + JITTER]."""
 
 REFRESH_LEAD = 0.10
-"""`refresh` rebuilds a sheet read since it was built once less than this share of
-`max_age_s` is left of it, before a reader's XFetch draw or its expiry would."""
+"""`refresh` rebuilds a sheet once less than this share of `max_age_s` is left of it,
+before a reader's XFetch draw or its expiry would."""
 
 
 def xfetch_probability(remaining_s: float, delta_s: float, beta: float = 1.0) -> float:
@@ -247,11 +247,11 @@ class FactsCache:
         """Rebuild the sheets queued for it until `budget_s` has passed (one at least);
         the number rebuilt.
 
-        Queued are the sheets events dropped while they were held, those read since
-        built first, and the read sheets less than `REFRESH_LEAD` of their TTL from expiry
-        (ahead of the unread too); an unread sheet is left to expire, since it was only
-        held because start-up warmed it. A sheet a reader is building already, or rebuilt
-        since it was queued, is skipped.
+        Queued is every sheet the cache holds that an event dropped or that is less than
+        `REFRESH_LEAD` of its TTL from expiry, the ones read since they were built first:
+        a sale's first burst after a quiet spell would otherwise find every sheet expired
+        (bench/peak.py --idle-s). A sheet a reader is building already, or rebuilt since
+        it was queued, is skipped.
         """
         started = self._clock()
         self._queue_expiring(started)
@@ -280,17 +280,18 @@ class FactsCache:
         return len(self._due)
 
     def _queue_expiring(self, now: float) -> None:
-        """Queue the read entries close to expiry; a scan at most every half lead."""
+        """Queue the entries close to expiry, the read ones at the front; a scan at most
+        every half lead."""
         lead = self.max_age_s * REFRESH_LEAD
         if now - self._scanned_at < lead / 2:
             return
         self._scanned_at = now
         with self._lock:
-            for sku in self._read:
-                entry = self._entries.get(sku)
-                if entry is not None and entry.expires_at - now < lead:
+            for sku, entry in self._entries.items():
+                if entry.expires_at - now < lead and sku not in self._due:
                     self._due[sku] = None
-                    self._due.move_to_end(sku, last=False)
+                    if sku in self._read:
+                        self._due.move_to_end(sku, last=False)
 
     def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:
