@@ -247,6 +247,19 @@ def test_refresh_rebuilds_the_sheets_about_to_expire_read_ones_first(
     assert cache.refresh(budget_s=60) == 2 and cache.misses == 2
 
 
+def test_an_unread_sheet_near_expiry_waits_for_an_empty_queue(store: CountingStore) -> None:
+    clock = FakeClock()
+    cache = FactsCache(CountingBuilder(store), 30.0, rng=random.Random(4), clock=clock)
+    cache.warm(["S2", "S3"], budget_s=60)  # never read
+    cache.get("S1")
+    cache.evict(["S3"])  # a live feed's work waits
+    clock.now += 30 * (1 + JITTER) - 30 * REFRESH_LEAD + 0.01
+    assert cache.refresh(budget_s=60) == 2  # S1 (read, near expiry) and S3 (dropped)
+    assert cache.refresh_pending == 0
+    clock.now += 30 * REFRESH_LEAD  # the next scan finds the queue empty
+    assert cache.refresh(budget_s=60) == 1  # S2
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -88,7 +88,8 @@ def serve_command(
             min=0,
             max=1,
             help="At most this share of the time between questions goes on rebuilding the "
-            "fact sheets events dropped; 0: each is built by the next question about it.",
+            "fact sheets events dropped or about to expire; 0: each is built by the next "
+            "question about it.",
         ),
     ] = DEFAULT_REFRESH_SHARE,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,

@@ -248,10 +248,12 @@ class FactsCache:
         the number rebuilt.
 
         Queued is every sheet the cache holds that an event dropped or that is less than
-        `REFRESH_LEAD` of its TTL from expiry, the ones read since they were built first:
-        a sale's first burst after a quiet spell would otherwise find every sheet expired
-        (bench/peak.py --idle-s). A sheet a reader is building already, or rebuilt since
-        it was queued, is skipped.
+        `REFRESH_LEAD` of its TTL from expiry, the ones read since they were built first.
+        An unread sheet near expiry is queued only when nothing else waits: a sale's
+        first burst after a quiet spell would otherwise find every sheet expired
+        (bench/peak.py --idle-s), but under a live feed, keeping them too took the time
+        the dropped sheets needed (bench/live_cache.py: 7 % of reads missed, not 1 %). A
+        sheet a reader is building already, or rebuilt since it was queued, is skipped.
         """
         started = self._clock()
         self._queue_expiring(started)
@@ -280,18 +282,22 @@ class FactsCache:
         return len(self._due)
 
     def _queue_expiring(self, now: float) -> None:
-        """Queue the entries close to expiry, the read ones at the front; a scan at most
-        every half lead."""
+        """Queue the entries close to expiry, the read ones at the front and the unread
+        only when nothing else waits; a scan at most every half lead."""
         lead = self.max_age_s * REFRESH_LEAD
         if now - self._scanned_at < lead / 2:
             return
         self._scanned_at = now
         with self._lock:
+            idle = not self._due
             for sku, entry in self._entries.items():
-                if entry.expires_at - now < lead and sku not in self._due:
+                if entry.expires_at - now >= lead or sku in self._due:
+                    continue
+                if sku in self._read:
                     self._due[sku] = None
-                    if sku in self._read:
-                        self._due.move_to_end(sku, last=False)
+                    self._due.move_to_end(sku, last=False)
+                elif idle:
+                    self._due[sku] = None
 
     def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:

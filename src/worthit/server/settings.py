@@ -40,8 +40,8 @@ class ServiceSettings:
     sellers (then the other products) for at most this long (`Answerer.warm`); 0: none."""
     refresh_share: float = DEFAULT_REFRESH_SHARE
     """At most this share of the time between questions goes on rebuilding the fact
-    sheets events dropped and the read ones about to expire (answer/facts_refresh.py);
-    0: none, each is built by the next question that needs it."""
+    sheets events dropped and those about to expire (answer/facts_refresh.py); 0: none,
+    each is built by the next question that needs it."""
     background: bool = True
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
