@@ -2,14 +2,14 @@
 
 Each event evicts its product's sheet, and at the demo's 80 events a second nearly every
 sheet went within minutes (`/readyz` once showed 7 of 2,000 left): the next question about
-each product then paid its sheet's build, 1-6 ms instead of 0.1; and after a quiet
-spell every sheet had expired, so a sale's first burst built them all. `FactsCache.refresh`
-rebuilds the sheets events dropped and those about to expire, the read ones first; this
-loop calls it once no question has come for `QUIET_S`, one sheet at a time,
-and spends at most `share` of the time on it, so a flash sale's event rate cannot take the
-loop from the questions. It builds on the event loop, as a question's own miss does: a
-question arriving mid-build waits for one build at most. (Slices of several builds, 5 ms
-each, cost more on the verdict's p99 than the misses they saved: bench/live_cache.py.)
+each product then paid its sheet's build, 1-6 ms instead of 0.1; and after a quiet spell
+every sheet had expired, so a sale's first burst built them all. `FactsCache.refresh`
+rebuilds the sheets events dropped and those about to expire, the read ones first. This
+loop calls it once no question has come for `QUIET_S`, one sheet at a time, and spends at
+most `share` of the time on it, so a flash sale's event rate cannot take the loop from the
+questions. It builds on the event loop, as a question's own miss does: a question arriving
+mid-build waits for one build at most. (Slices of several builds, 5 ms each, cost more on
+the verdict's p99 than the misses they saved: bench/live_cache.py.)
 """
 
 from __future__ import annotations

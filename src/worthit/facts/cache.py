@@ -289,14 +289,14 @@ class FactsCache:
             return
         self._scanned_at = now
         with self._lock:
-            idle = not self._due
+            nothing_waits = not self._due
             for sku, entry in self._entries.items():
                 if entry.expires_at - now >= lead or sku in self._due:
                     continue
                 if sku in self._read:
                     self._due[sku] = None
                     self._due.move_to_end(sku, last=False)
-                elif idle:
+                elif nothing_waits:
                     self._due[sku] = None
 
     def _maybe_known(self, sku: str, now: float) -> bool:
