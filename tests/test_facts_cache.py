@@ -109,6 +109,26 @@ def parse_ok(data: dict[str, object]):  # type: ignore[no-untyped-def]
     return parsed
 
 
+def test_a_kept_sheet_ages_by_the_service_clock_not_the_cache_timer(store: MarketStore) -> None:
+    """The data age an answer shows moves with the service's clock: pinned, it stays put
+    however long the sheet sits in the cache (a refresh between an event and the next
+    question used to add the real milliseconds it had waited)."""
+    timer = [0.0]
+    service_now = [MARKET_NOW_MS]
+    cache = FactsCache(
+        FactsBuilder(store, lambda: service_now[0]), max_age_s=60, clock=lambda: timer[0]
+    )
+    built = cache.get("S1")
+    timer[0] += 5.0  # five seconds in the cache, the service clock pinned
+    pinned = cache.get("S1")
+    service_now[0] += 2_000
+    later = cache.get("S1")
+    assert built is not None and pinned is not None and later is not None
+    assert cache.hits == 2
+    assert pinned.data_age_ms == built.data_age_ms
+    assert later.data_age_ms == built.data_age_ms + 2_000
+
+
 def test_warm_builds_the_named_sheets_in_order_up_to_the_capacity(store: MarketStore) -> None:
     cache = FactsCache(FactsBuilder(store, market_clock()), capacity=3)
     assert cache.get("S2") is not None

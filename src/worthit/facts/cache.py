@@ -78,9 +78,11 @@ def xfetch_probability(remaining_s: float, delta_s: float, beta: float = 1.0) ->
 class _Entry:
     sheet: FactSheet
     revision: int
-    built_at: float
     expires_at: float
     delta: float
+    aged_from_ms: int
+    """The service clock's moment at which the sheet's `data_age_ms` held: a read ages
+    it by that clock, so a pinned clock (a replay, the tests) pins the age too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +212,7 @@ class FactsCache:
                     if read:
                         self._read.add(sku)
                     self.hits += 1
-                    return aged(entry.sheet, int((now - entry.built_at) * 1000))
+                    return aged(entry.sheet, max(0, self.builder.clock() - entry.aged_from_ms))
                 self.early_refreshes += 1
             else:
                 self.misses += 1
@@ -344,6 +346,7 @@ class FactsCache:
             shared = self._shared(sku, revision)
             if shared is not None:
                 return self._keep_shared(flight, sku, shared, read=read)
+            moment = self.builder.clock()
             sheet, started, delta = self._build(sku)
             with self._lock:
                 current = self._entries.get(sku)
@@ -354,7 +357,9 @@ class FactsCache:
                 ):
                     ttl = self.max_age_s * (1 + self._rng.uniform(-JITTER, JITTER))
                     self._keep(
-                        sku, _Entry(sheet, sheet.revision, started, started + ttl, delta), read
+                        sku,
+                        _Entry(sheet, sheet.revision, started + ttl, delta, moment),
+                        read,
                     )
                     share = (sheet, ttl, delta)
                 flight.sheet = sheet
@@ -390,14 +395,13 @@ class FactsCache:
         self, flight: _Flight, sku: str, shared: SharedSheet, *, read: bool
     ) -> FactSheet:
         now = self._clock()
-        built_at = now - shared.age_s
         with self._lock:
             self.tier_hits += 1
             current = self._entries.get(sku)
             if not flight.stale and (current is None or current.revision <= shared.sheet.revision):
                 entry = _Entry(
-                    shared.sheet, shared.sheet.revision, built_at, now + shared.remaining_s,
-                    shared.delta_s,
+                    shared.sheet, shared.sheet.revision, now + shared.remaining_s,
+                    shared.delta_s, self.builder.clock() - int(shared.age_s * 1000),
                 )  # fmt: skip
                 self._keep(sku, entry, read)
             flight.sheet = sheet = aged(shared.sheet, int(shared.age_s * 1000))
