@@ -21,7 +21,7 @@ from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import LIVE_KEY, FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS
+from worthit.market.timeutil import DAY_MS, iso
 
 from conftest import MARKET_NOW_MS, market_clock
 
@@ -63,9 +63,8 @@ def test_an_unchanged_sheet_is_a_hit(sheets: list[FactSheet]) -> None:
         ({"version": "0123456789abcdef"}, "en", None),
         ({}, "zh", None),
         ({}, "en", 99.0),
-        ({"as_of": "2026-09-01T00:00:00Z"}, "en", None),
     ],
-    ids=["facts version", "language", "budget", "as of"],
+    ids=["facts version", "language", "budget"],
 )
 def test_anything_the_rules_read_changing_is_a_miss(
     sheets: list[FactSheet], change: dict[str, Any], language: str, budget: float | None
@@ -77,6 +76,27 @@ def test_anything_the_rules_read_changing_is_a_miss(
         changed, language, budget=budget
     )
     assert (cache.hits, cache.misses) == (0, 2) and len(cache) == 2
+
+
+def test_a_sheet_rebuilt_at_a_new_moment_is_decided_again(sheets: list[FactSheet]) -> None:
+    """The rules read `as_of` (a promotion that starts later), so a new moment is a miss;
+    an unchanged verdict is then the very object kept, so whatever is kept for it (the
+    explanation run's basis, answer/run_memo.py) survives the rebuild."""
+    cache = VerdictCache()
+    sheet = next(s for s in sheets if s.discount_claim is None)
+    first = cache.verdict(sheet, "en")
+    rebuilt = replace(sheet, as_of=iso(MARKET_NOW_MS + 1_000))
+    assert cache.verdict(rebuilt, "en") is first
+    assert cache.verdict(rebuilt, "en") is first
+    assert (cache.hits, cache.misses, len(cache)) == (1, 2, 1)
+    def early(sheet: FactSheet) -> FactSheet:
+        return replace(sheet, as_of="2000-01-01T00:00:00Z")  # its offer starts later
+
+    moved = next(s for s in sheets if decide_verdict(early(s), "en") != decide_verdict(s, "en"))
+    now = cache.verdict(moved, "en")
+    then = cache.verdict(early(moved), "en")
+    assert then != now and then == decide_verdict(early(moved), "en")
+    assert cache.verdict(moved, "en") == now
 
 
 def test_live_data_past_its_objective_is_decided_every_time(sheets: list[FactSheet]) -> None:

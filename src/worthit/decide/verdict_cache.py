@@ -2,11 +2,17 @@
 about again costs a dictionary lookup instead of the rules.
 
 `decide_verdict` is pure in the sheet, the language and the budget, so a verdict holds
-for as long as everything it reads is unchanged, and the key names all of it: the
-sheet's `version` (a hash of every fact on it, the product's revision included), its
-`as_of` moment (the rules compare promotion starts with it, and the version leaves it
-out), the language and the budget. A new event or a rolled window changes the version,
-so nothing needs evicting: an old entry is simply never asked for again and ages out.
+for as long as everything it reads is unchanged: the sheet's `version` (a hash of every
+fact on it, the product's revision included), its `as_of` moment (the rules compare
+promotion starts with it, and the version leaves it out), the language and the budget.
+A new event or a rolled window changes the version, so nothing needs evicting: an old
+entry is simply never asked for again and ages out.
+
+A sheet rebuilt with nothing changed (its TTL ran out; the idle-time refresher) has the
+same version at a new `as_of`. Its verdict is decided again, and when it equals the one
+kept, the kept object is handed out: what is kept downstream per verdict object (the
+explanation run's prompt and guard numbers, answer/run_memo.py) then still holds, and a
+sale's first burst after a quiet spell does not rebuild it for every product.
 
 The one thing a sheet's version does not fix is its data's age, which grows with every
 read. Age only counts on a live sheet past its freshness objective, where the verdict
@@ -31,7 +37,8 @@ from worthit.facts.sheet import FactSheet
 DEFAULT_CAPACITY = 8192
 """Verdicts kept: a few per product (two languages, the budgets shoppers name)."""
 
-_Key = tuple[str, str, str, str, float | None]
+_Key = tuple[str, str, str, float | None]
+"""Sku, version, language, budget; the entry holds the `as_of` it was decided at."""
 
 
 class VerdictCache:
@@ -40,7 +47,7 @@ class VerdictCache:
     ) -> None:
         self.capacity = capacity
         self.thresholds = thresholds
-        self._entries: OrderedDict[_Key, Verdict] = OrderedDict()
+        self._entries: OrderedDict[_Key, tuple[str, Verdict]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -53,17 +60,20 @@ class VerdictCache:
             with self._lock:
                 self.uncacheable += 1
             return decide_verdict(sheet, language, self.thresholds, budget)
-        key = (sheet.sku, sheet.version, sheet.as_of, language, budget)
+        key = (sheet.sku, sheet.version, language, budget)
         with self._lock:
             cached = self._entries.get(key)
-            if cached is not None:
+            if cached is not None and cached[0] == sheet.as_of:
                 self._entries.move_to_end(key)
                 self.hits += 1
-                return cached
+                return cached[1]
             self.misses += 1
         verdict = decide_verdict(sheet, language, self.thresholds, budget)
+        if cached is not None and cached[1] == verdict:
+            verdict = cached[1]
         with self._lock:
-            self._entries[key] = verdict
+            self._entries[key] = (sheet.as_of, verdict)
+            self._entries.move_to_end(key)
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
         return verdict
