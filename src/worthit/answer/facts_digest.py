@@ -2,11 +2,13 @@
 turning the sheet into a dict and JSON on every answer.
 
 Every answer about an unchanged product reads the same sheet but for its data age, which
-grows with each read and is part of what the digest covers. The canonical JSON of a sheet
-of one version is therefore built once, around a placeholder where the age goes; each
-answer then hashes those bytes with its own age spliced in: the same bytes, so the same
-digest a verifier computes from the sheet in the answer. The version hashes every fact on
-the sheet but its moment, age and `extra` (facts/builder.py), so those three join the key.
+grows with each read and is part of what the digest covers, and its moment, which moves
+each time the sheet is rebuilt with nothing changed (its TTL, the idle-time refresher).
+The canonical JSON of a sheet of one version is therefore built once, around
+placeholders where the moment and the age go; each answer then hashes those bytes with
+its own spliced in: the same bytes, so the same digest a verifier computes from the
+sheet in the answer. The version hashes every fact on the sheet but its moment, age and
+`extra` (facts/builder.py), so `extra` joins the key.
 """
 
 from __future__ import annotations
@@ -21,33 +23,49 @@ from worthit.facts.sheet import FactSheet
 DEFAULT_CAPACITY = 4096
 _AGE = -7_340_061_224_917
 """A data age no sheet has, marking where the age goes in the canonical JSON."""
-_AGE_FIELD = b'"data_age_ms":'
+_AS_OF = "as_of-placeholder-7340061224917"
+"""A moment no sheet has, marking where the moment goes."""
+_AGE_MARK = b'"data_age_ms":' + str(_AGE).encode()
+_AS_OF_MARK = b'"as_of":' + canonical_json(_AS_OF)
+
+_Parts = tuple[bytes, bytes, bytes]
+"""Before the moment, between the moment and the age, after the age."""
 
 
 class FactsDigests:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._parts: OrderedDict[tuple[str, str, bytes], tuple[bytes, bytes]] = OrderedDict()
+        self._parts: OrderedDict[tuple[str, bytes], _Parts] = OrderedDict()
         self._lock = threading.Lock()
 
     def digest(self, sheet: FactSheet) -> str:
         """`sha256_hex(canonical_json(sheet.to_dict()))`."""
-        key = (sheet.version, sheet.as_of, canonical_json(sheet.extra))
+        key = (sheet.version, canonical_json(sheet.extra))
         with self._lock:
             parts = self._parts.get(key)
             if parts is not None:
                 self._parts.move_to_end(key)
         if parts is None:
-            data = sheet.to_dict()
-            data["data_age_ms"] = _AGE
-            head, marker, tail = canonical_json(data).partition(_AGE_FIELD + str(_AGE).encode())
-            if not marker or marker in tail:  # cannot happen for a sheet; be exact anyway
-                data["data_age_ms"] = sheet.data_age_ms
-                return hashlib.sha256(canonical_json(data)).hexdigest()
-            parts = (head + _AGE_FIELD, tail)
+            parts = _split(sheet)
+            if parts is None:  # cannot happen for a sheet; be exact anyway
+                return hashlib.sha256(canonical_json(sheet.to_dict())).hexdigest()
             with self._lock:
                 self._parts[key] = parts
                 while len(self._parts) > self.capacity:
                     self._parts.popitem(last=False)
-        head, tail = parts
-        return hashlib.sha256(head + str(sheet.data_age_ms).encode() + tail).hexdigest()
+        head, middle, tail = parts
+        return hashlib.sha256(
+            head + canonical_json(sheet.as_of) + middle + str(sheet.data_age_ms).encode() + tail
+        ).hexdigest()
+
+
+def _split(sheet: FactSheet) -> _Parts | None:
+    """The sheet's canonical JSON cut around its moment and its age (sorted keys put the
+    moment first); None if either mark is not found exactly once, in that order."""
+    data = sheet.to_dict()
+    data["as_of"], data["data_age_ms"] = _AS_OF, _AGE
+    head, mark, rest = canonical_json(data).partition(_AS_OF_MARK)
+    middle, age_mark, tail = rest.partition(_AGE_MARK)
+    if not mark or not age_mark or _AS_OF_MARK in rest or _AGE_MARK in head + tail:
+        return None
+    return head + b'"as_of":', middle + b'"data_age_ms":', tail
