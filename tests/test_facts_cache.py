@@ -12,6 +12,7 @@ import pytest
 from worthit.answer.answerer import Answerer
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import LIVE_KEY, FactsCache
+from worthit.facts.sheet import FactSheet
 from worthit.market.bus import EventBus
 from worthit.market.events import EventError, parse_event
 from worthit.market.store import MarketStore
@@ -138,6 +139,23 @@ def test_warm_builds_the_named_sheets_in_order_up_to_the_capacity(store: MarketS
     hits = cache.hits
     assert cache.get("S1") is not None and cache.get("S3") is not None
     assert cache.hits == hits + 2
+
+
+def test_warm_builds_each_sheet_once_though_the_feed_drops_it_meanwhile(
+    store: MarketStore,
+) -> None:
+    """The answerer names best sellers, then every product: a best seller's sheet an event
+    dropped mid-warm was built twice and counted twice (`warmed` 2,059 of 2,000)."""
+
+    class FeedDuringWarm(FactsBuilder):
+        def build(self, sku: str, at_ms: int | None = None) -> FactSheet | None:
+            if sku == "S2":
+                cache.evict(["S1"])  # an event about S1 arrives while S2 is built
+            return super().build(sku, at_ms)
+
+    cache = FactsCache(FeedDuringWarm(store, market_clock()))
+    assert cache.warm(["S1", "S2", "S1", "S3"], budget_s=60) == 3
+    assert cache.warmed == 3 and cache.refresh_pending == 1  # S1 waits for the refresher
 
 
 def test_warm_stops_when_its_time_is_spent(store: MarketStore) -> None:

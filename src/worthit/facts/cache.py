@@ -226,20 +226,23 @@ class FactsCache:
         return self._await(flight, sku, revision)
 
     def warm(self, skus: Iterable[str], budget_s: float) -> int:
-        """Build the sheets of `skus` not cached yet, in the order given, until the cache
-        is full or `budget_s` has passed; the number built.
+        """Build the sheets of `skus` not cached yet, each once, in the order given, until
+        the cache is full or `budget_s` has passed; the number built.
 
         A process that starts (or a worker that got no traffic yet) would otherwise
         build each product's sheet on its first question: a few milliseconds each, and a
-        burst of questions on products it has not seen waited behind all of them.
+        burst of questions on products it has not seen waited behind all of them. A sheet
+        a live feed drops meanwhile is not built again here: `refresh` has it queued.
         """
         started = self._clock()
         built = 0
+        seen: set[str] = set()
         for sku in skus:
             if len(self) >= self.capacity or self._clock() - started >= budget_s:
                 break
             with self._lock:
-                cached = sku in self._entries
+                cached = sku in self._entries or sku in seen
+            seen.add(sku)
             if not cached and self._get(sku, read=False) is not None:
                 built += 1
         self.warmed += built
