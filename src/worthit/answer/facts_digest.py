@@ -25,8 +25,10 @@ _AGE = -7_340_061_224_917
 """A data age no sheet has, marking where the age goes in the canonical JSON."""
 _AS_OF = "as_of-placeholder-7340061224917"
 """A moment no sheet has, marking where the moment goes."""
-_AGE_MARK = b'"data_age_ms":' + str(_AGE).encode()
-_AS_OF_MARK = b'"as_of":' + canonical_json(_AS_OF)
+_AGE_FIELD = b'"data_age_ms":'
+_AS_OF_FIELD = b'"as_of":'
+_AGE_MARK = _AGE_FIELD + str(_AGE).encode()
+_AS_OF_MARK = _AS_OF_FIELD + canonical_json(_AS_OF)
 
 _Parts = tuple[bytes, bytes, bytes]
 """Before the moment, between the moment and the age, after the age."""
@@ -68,4 +70,4 @@ def _split(sheet: FactSheet) -> _Parts | None:
     middle, age_mark, tail = rest.partition(_AGE_MARK)
     if not mark or not age_mark or _AS_OF_MARK in rest or _AGE_MARK in head + tail:
         return None
-    return head + b'"as_of":', middle + b'"data_age_ms":', tail
+    return head + _AS_OF_FIELD, middle + _AGE_FIELD, tail
