@@ -171,7 +171,7 @@ def test_a_malformed_entry_is_dead_lettered_at_once_and_a_rejected_one_after_fiv
     reasons = [fields[b"reason"].decode() for _, fields in dead]
     assert reasons[0].startswith("(event): not valid JSON")
     assert reasons[1] == "no 'event' field"
-    assert reasons[2] == "price: Input should be greater than 0"
+    assert reasons[2] == "price: Input should be greater than or equal to 0.01"
     assert reasons[3] == "rejected 5 times: unknown sku 'NO-SUCH-SKU': send its product event first"
     assert [fields[b"deliveries"] for _, fields in dead] == [b"1", b"1", b"1", b"5"]
     assert json.loads(dead[3][1][b"event"]) == unknown

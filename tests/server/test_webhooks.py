@@ -94,7 +94,7 @@ def test_an_envelope_is_answered_per_event_and_a_source_cannot_write_as_another(
             {
                 "index": 1,
                 "field": "price",
-                "message": "Input should be greater than 0",
+                "message": "Input should be greater than or equal to 0.01",
                 "event_id": "wh-b",
             },
             {

@@ -10,6 +10,10 @@ from collections.abc import Mapping
 
 _EN: dict[str, str] = {
     "no_price": "There is no recorded price for this product yet.",
+    "unusable_price": (
+        "A recorded price of this product is not above zero, so the price cannot be judged "
+        "until the seller's feed corrects it."
+    ),
     "few_observations": (
         "Only {observations} price observations over {days_tracked} days; worthit needs at "
         "least {min_observations} before judging the price."
@@ -132,6 +136,7 @@ _EN: dict[str, str] = {
 
 _ZH: dict[str, str] = {
     "no_price": "该商品还没有任何价格记录。",
+    "unusable_price": "该商品有一条价格记录不大于零，商家修正数据之前无法判断价格。",
     "few_observations": (
         "{days_tracked}天内只有{observations}条价格记录；至少需要{min_observations}条才能判断价格。"
     ),

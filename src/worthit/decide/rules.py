@@ -117,6 +117,11 @@ def _price_history(r: _Reasons, t: Thresholds) -> bool:
     if s.current_price is None:
         r.add("no_price", Polarity.INFO, {})
         return False
+    unusable = _unusable_price(s)
+    if unusable is not None:
+        field, value = unusable
+        r.add("unusable_price", Polarity.INFO, {"field": field, "value": value})
+        return False
     if s.observations < t.min_observations:
         r.add(
             "few_observations",
@@ -129,6 +134,30 @@ def _price_history(r: _Reasons, t: Thresholds) -> bool:
         )
         return False
     return True
+
+
+def _unusable_price(s: FactSheet) -> tuple[str, float] | None:
+    """The first price fact the rules would divide by that is not positive.
+
+    Accepted prices are at least one minor unit, but a sheet keeps money to the cent and a
+    store may hold rows from before that floor: one such row must turn the price rules off
+    for its product (INSUFFICIENT_DATA, saying why), never make every answer on it fail."""
+    values: list[tuple[str, float | None]] = [
+        ("current_price", s.current_price),
+        ("effective_price", s.effective_price),
+        ("all_time_low", s.all_time_low),
+        ("list_price", s.list_price),
+    ]
+    for window in s.windows:
+        values += [
+            (f"min_{window.days}d", window.min),
+            (f"avg_{window.days}d", window.avg),
+            (f"median_{window.days}d", window.median),
+        ]
+    if s.discount_claim is not None:
+        claim = s.discount_claim
+        values += [("prior_low", claim.prior_low), ("reference", claim.reference)]
+    return next(((k, v) for k, v in values if v is not None and not v > 0), None)
 
 
 def _paid(s: FactSheet) -> float | None:

@@ -9,7 +9,17 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from babel.numbers import get_currency_precision
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from worthit.market.timeutil import to_ms
 
@@ -17,8 +27,10 @@ Sku = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_
 MAX_COUNT = 2**63 - 1
 """SQLite's INTEGER is 64-bit: a larger count would pass validation and fail in the store."""
 MAX_PRICE = 1e12
+MIN_PRICE = 0.01
+"""The fact sheet keeps money to the cent: a smaller amount would round to zero there."""
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
-Price = Annotated[float, Field(gt=0, le=MAX_PRICE)]
+Price = Annotated[float, Field(ge=MIN_PRICE, le=MAX_PRICE)]
 Currency = Annotated[
     str, StringConstraints(strip_whitespace=True, to_upper=True, pattern=r"^[A-Za-z]{3}$")
 ]
@@ -48,9 +60,37 @@ class PriceRecord(_Record):
     currency: Currency = "USD"
     list_price: Price | None = None
 
+    @model_validator(mode="after")
+    def _at_least_one_minor_unit(self) -> PriceRecord:
+        """A price below its currency's minor unit (¥0.5) is no price a shop charges.
+        Reported against the field, like the field's own checks, so a caller sees which."""
+        floor = minor_unit(self.currency)
+        errors = [
+            InitErrorDetails(
+                type=PydanticCustomError(
+                    "price_below_minor_unit",
+                    "Input should be at least one minor unit of {currency} ({floor})",
+                    {"currency": self.currency, "floor": f"{floor:g}"},
+                ),
+                loc=(name,),
+                input=value,
+            )
+            for name, value in (("price", self.price), ("list_price", self.list_price))
+            if value is not None and value < floor
+        ]
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
     @property
     def ts_ms(self) -> int:
         return to_ms(self.ts)
+
+
+def minor_unit(currency: str) -> float:
+    """The smallest amount a price in `currency` may be: one minor unit as CLDR knows it
+    (¥1, $0.01), and never under the sheet's cent."""
+    return max(MIN_PRICE, 10.0 ** -get_currency_precision(currency))
 
 
 class StockRecord(_Record):
