@@ -1,7 +1,7 @@
 """Failover: kill one of two engine replicas under load; count answers lost, time to eject.
 
 Starts two `worthit engine serve` replicas (bundled SmolLM2, one thread each) and routes
-explanations to them through `worthit.engine.router.Router`, as `worthit serve --engine
+explanations to them through `worthit.engine.remote.router.Router`, as `worthit serve --engine
 URL --engine URL` does: `--shoppers` closed-loop shoppers, each asking about a random one
 of 40 products with a `--deadline-ms` objective, pausing `--think-ms` on average.
 After `--kill-after` seconds replica B gets SIGKILL. An answer is lost when the flow
@@ -32,7 +32,7 @@ import httpx
 from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
-from worthit.engine.router import Router
+from worthit.engine.remote.router import Router
 from worthit.explain.explainer import Explanation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

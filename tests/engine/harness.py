@@ -5,9 +5,9 @@ from __future__ import annotations
 from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
-from worthit.engine.latency import StepTimeModel
 from worthit.engine.scheduler import Scheduler, StepPlan, Update
 from worthit.engine.sequence import Priority, SamplingParams, Sequence
+from worthit.engine.timing.latency import StepTimeModel
 
 from engine_fakes import FakeRunner
 

@@ -12,8 +12,8 @@ import pytest
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError
-from worthit.engine.lengths import MIN_SAMPLES, CompletionLengths, kaplan_meier_quantile
 from worthit.engine.sequence import DeadlinePolicy, FinishReason, SamplingParams
+from worthit.engine.timing.lengths import MIN_SAMPLES, CompletionLengths, kaplan_meier_quantile
 
 from engine_fakes import ScriptedRunner
 

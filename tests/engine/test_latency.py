@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from worthit.engine.latency import StepTimeModel
+from worthit.engine.timing.latency import StepTimeModel
 
 
 def line(a: float, b: float, n: int) -> float:

@@ -28,8 +28,8 @@ from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.engine.backend import EngineBackend
-from worthit.engine.remote import RemoteEngine, RemoteTimeouts, Wire
-from worthit.engine.router import Router
+from worthit.engine.remote.client import RemoteEngine, RemoteTimeouts, Wire
+from worthit.engine.remote.router import Router
 from worthit.engine.sequence import FinishReason, SamplingParams
 from worthit.explain.explainer import Explanation, ExplanationRun
 

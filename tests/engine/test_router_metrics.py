@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from worthit.engine.chat import ChatMessage
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.engine.router import Router
+from worthit.engine.remote.router import Router
 from worthit.server.app import create_app
 from worthit.server.settings import ServiceSettings
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.engine.router import BoundedLoadRing, affinity_key
+from worthit.engine.remote.router import BoundedLoadRing, affinity_key
 
 replica_names = st.lists(
     st.text("abcdefgh0123456789:/.", min_size=1, max_size=12), min_size=1, max_size=6, unique=True

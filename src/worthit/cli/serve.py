@@ -22,7 +22,7 @@ from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
 
 if TYPE_CHECKING:
-    from worthit.engine.router import Router
+    from worthit.engine.remote.router import Router
     from worthit.server.https import TlsFiles
     from worthit.server.settings import ServiceSettings
     from worthit.server.transport import TransportLimits
@@ -328,7 +328,7 @@ def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
 
 def engine_router(urls: list[str] | None) -> Router | None:
     """--engine URLs → the router over them; a usage error naming --engine otherwise."""
-    from worthit.engine.router import Router
+    from worthit.engine.remote.router import Router
 
     if not urls:
         return None

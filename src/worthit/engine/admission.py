@@ -2,7 +2,7 @@
 
 A refusal is immediate, so the caller can answer without the LLM at once (the decision
 flow sends its template text) instead of learning late that the deadline was missed.
-The estimate is the one the scheduler expires waiting requests with (budget.py), made
+The estimate is the one the scheduler expires waiting requests with (timing/budget.py), made
 from the budget the scheduler last published plus the backlog: prompts submitted and
 admitted but not yet picked up by the engine thread, which the published queue cannot
 know about yet. Background requests are never refused for time, only when their own
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 
-from worthit.engine.budget import Estimator, PublishedBudget
 from worthit.engine.config import EngineConfig
 from worthit.engine.errors import AdmissionRefusedError
-from worthit.engine.latency import StepTimeModel
 from worthit.engine.metrics import EngineMetrics
 from worthit.engine.sequence import Sequence
+from worthit.engine.timing.budget import Estimator, PublishedBudget
+from worthit.engine.timing.latency import StepTimeModel
 
 
 class Admission:
@@ -40,7 +40,7 @@ class Admission:
         """Live and background requests admitted but not yet picked up."""
         self.refused_for_time = 0
         """Requests refused because their deadline looked unmeetable, so far: the
-        calibration re-measures when these grow (calibration.py)."""
+        calibration re-measures when these grow (timing/calibration.py)."""
 
     def admit(self, seq: Sequence, now: float) -> None:
         """Raise AdmissionRefusedError when seq's queue is full or its deadline cannot

@@ -10,7 +10,7 @@ inbox holds, then steps:
 
 llama_decode releases the GIL, so the event loops keep serving HTTP while the model
 computes. When there is nothing to do the thread sleeps until woken, and after a quiet
-``IDLE_PROBE_S`` re-measures a stale step-time model (calibration.py). Background
+``IDLE_PROBE_S`` re-measures a stale step-time model (timing/calibration.py). Background
 requests fill the steps no live request needs, on ``background_threads`` threads, so
 the HTTP thread keeps a core.
 """
@@ -30,14 +30,10 @@ from queue import Empty, SimpleQueue
 
 from worthit.engine.admission import Admission
 from worthit.engine.block_manager import BlockManager
-from worthit.engine.budget import PublishedBudget, StepBudget
-from worthit.engine.calibration import IDLE_PROBE_S, Calibration
 from worthit.engine.chat import ChatMessage, ChatTemplate, PromptBuilder
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError
-from worthit.engine.latency import StepTimeModel
-from worthit.engine.lengths import CompletionLengths
 from worthit.engine.metrics import EngineMetrics
 from worthit.engine.records import RequestRecord, deltas, note_step
 from worthit.engine.runner import LlamaRunner, Runner
@@ -51,39 +47,20 @@ from worthit.engine.sequence import (
     internal_sequence,
 )
 from worthit.engine.sequence import Sequence as Seq
+from worthit.engine.status import EngineStatus
 from worthit.engine.streams import Completion, Delta, RequestStream, send
+from worthit.engine.timing.budget import PublishedBudget, StepBudget
+from worthit.engine.timing.calibration import IDLE_PROBE_S, Calibration
+from worthit.engine.timing.latency import StepTimeModel
+from worthit.engine.timing.lengths import CompletionLengths
 from worthit.engine.warming import PrefixWarmer
 
-__all__ = ["Completion", "Delta", "Engine", "EngineStatus", "RequestStream"]
+__all__ = ["Completion", "Delta", "Engine", "RequestStream"]
 
 log = logging.getLogger(__name__)
 
 STALLED_WAIT_S = 0.005
 """How long a step that could run nothing (KV full) waits for an abort to arrive."""
-
-
-@dataclass(frozen=True)
-class EngineStatus:
-    """The engine's load, for health checks and metrics."""
-
-    model_id: str
-    running: int
-    """Live requests holding KV."""
-    waiting: int
-    """Live requests queued for KV."""
-    kv_usage: float
-    """KV blocks in use / KV blocks."""
-    cached_prefixes: int
-    batch_window: int
-    preemptions: int
-    prefix_queried_tokens: int
-    prefix_hit_tokens: int
-    background_running: int
-    """Background requests holding KV: generating while no live work runs, else paused."""
-    background_waiting: int
-    """Background requests queued (at most max_background_waiting admitted)."""
-    tenants: int = 0
-    """Tenants with live requests queued or running (anonymous requests are one)."""
 
 
 @dataclass

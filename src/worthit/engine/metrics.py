@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 if TYPE_CHECKING:
-    from worthit.engine.engine import EngineStatus
+    from worthit.engine.status import EngineStatus
     from worthit.engine.streams import Completion
 
 LATENCY_BUCKETS = (

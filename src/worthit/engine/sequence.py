@@ -75,7 +75,7 @@ class DeadlinePolicy(enum.StrEnum):
     ``complete``: admit only when the answer's expected length is expected to fit, and
     hold the batch so running answers keep that promise (an API client that asked for
     N tokens by a deadline). The expected length is what recent answers needed
-    (lengths.py), at most ``max_tokens``: pricing all of ``max_tokens`` refused answers
+    (timing/lengths.py), at most ``max_tokens``: pricing all of ``max_tokens`` refused answers
     that end near 29 tokens of 48. One that runs longer stops at a sentence end with
     "deadline" when the next sentence would not fit.
     """

@@ -18,8 +18,8 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 
-from worthit.engine.budget import PublishedBudget
 from worthit.engine.config import EngineConfig
+from worthit.engine.timing.budget import PublishedBudget
 
 REFUSALS_REMEMBERED = 4096
 

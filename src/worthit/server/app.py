@@ -31,7 +31,7 @@ from worthit.answer.facts_refresh import refresh_facts
 from worthit.audit import AuditLog, AuditPaths
 from worthit.decide.calibration import Calibration
 from worthit.engine.engine import Engine
-from worthit.engine.router import Router
+from worthit.engine.remote.router import Router
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore

@@ -40,7 +40,7 @@ def fair_share_key(request: Request, user: str | None = None) -> str | None:
     could split itself into as many shares as it has names to send. Without keys it is
     `user`, else None (one anonymous share): that is `worthit engine serve`, which runs
     with auth off behind the API workers, and they send the tenant they authenticated as
-    `user` (engine/remote.py)."""
+    `user` (engine/remote/client.py)."""
     tenant = request_tenant(request)
     return user if tenant is None else tenant.name
 

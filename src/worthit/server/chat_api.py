@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from worthit.engine.backend import TokenStream
 from worthit.engine.engine import Completion, Delta, Engine
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
-from worthit.engine.router import Router
+from worthit.engine.remote.router import Router
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
 from worthit.server.caller import fair_share_key, request_priority, tenant_name
 from worthit.server.openai_schema import ChatCompletionRequest

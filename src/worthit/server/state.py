@@ -17,7 +17,7 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.audit import AuditLog
 from worthit.engine.engine import Engine
-from worthit.engine.router import Router
+from worthit.engine.remote.router import Router
 from worthit.market.store import MarketStore
 from worthit.server.event_service import EventService
 from worthit.server.ratelimit import Limiter

@@ -219,7 +219,7 @@ def _worker_main(
     os.setpgid(0, 0)
     import uvicorn
 
-    from worthit.engine.router import Router
+    from worthit.engine.remote.router import Router
     from worthit.server.app import create_app
     from worthit.server.transport import uvicorn_config
 

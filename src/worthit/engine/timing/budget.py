@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass
 
 from worthit.engine.config import EngineConfig
-from worthit.engine.latency import StepTimeModel
 from worthit.engine.sequence import Priority
+from worthit.engine.timing.latency import StepTimeModel
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from worthit.engine.sequence import FinishReason
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-    from worthit.engine.router import RouterStatus
+    from worthit.engine.status import RouterStatus
 
 
 class RouterMetrics:

@@ -33,10 +33,10 @@ import time
 from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
-from worthit.engine.latency import StepTimeModel
 from worthit.engine.runner import Runner
 from worthit.engine.scheduler import Chunk
 from worthit.engine.sequence import internal_sequence
+from worthit.engine.timing.latency import StepTimeModel
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ moves only the keys it takes or held.
 Health: every request's outcome and a periodic probe (GET /v1/models) count; a replica
 is ejected after `eject_after` consecutive failures and readmitted by its first healthy
 probe. A connect failure is retried once on the next replica of the key's order.
-`metrics` (router_metrics.py) shows each replica's health, load and pace at /metrics.
+`metrics` (remote/metrics.py) shows each replica's health, load and pace at /metrics.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from worthit.engine.chat import ChatMessage, ChatTemplate
-from worthit.engine.remote import (
+from worthit.engine.remote.client import (
     EngineUnavailableError,
     RemoteEngine,
     RemoteStream,
     RemoteTimeouts,
 )
-from worthit.engine.router_metrics import RouterMetrics
+from worthit.engine.remote.metrics import RouterMetrics
 from worthit.engine.sequence import DeadlinePolicy, FinishReason, Priority, SamplingParams
+from worthit.engine.status import ReplicaStatus, RouterStatus
 from worthit.engine.streams import Completion, Delta
 
 log = logging.getLogger(__name__)
@@ -126,35 +126,6 @@ def affinity_key(messages: Sequence[ChatMessage]) -> str:
         parts.append(message.get("content", "").split("\n", 1)[0])
         break
     return "\x1f".join(parts)
-
-
-@dataclass(frozen=True)
-class ReplicaStatus:
-    url: str
-    model_id: str
-    wire: str
-    healthy: bool
-    in_flight: int
-    failures: int
-    ejections: int
-    ttft_s: float
-    """The measured pace (moving averages) that maps a deadline to max_tokens for
-    servers that take no deadline: time to first token, then per token."""
-    token_s: float
-
-
-@dataclass(frozen=True)
-class RouterStatus:
-    model_id: str
-    replicas: tuple[ReplicaStatus, ...]
-
-    @property
-    def healthy(self) -> int:
-        return sum(r.healthy for r in self.replicas)
-
-    @property
-    def running(self) -> int:
-        return sum(r.in_flight for r in self.replicas)
 
 
 class Router:
