@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worthit.market.database import Database
+from worthit.db.sqlite import Database
 
 
 def in_thread(work: Callable[[], object]) -> object:

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.market.migrations import (
+from worthit.db.migrations import SchemaTooNewError
+from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord, StockRecord
+from worthit.market.schema import (
     LATEST_VERSION,
     MIGRATIONS,
     POSTGRES_MIGRATIONS,
-    SchemaTooNewError,
     migrate,
     schema_version,
 )
-from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord, StockRecord
 from worthit.market.store import MarketStore, UnknownSkuError
 
 from conftest import postgres_schema

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from worthit.db.postgres import placeholders
 from worthit.market.apply import Outcome, apply_events
 from worthit.market.events import Event, EventError, parse_event
-from worthit.market.postgres import placeholders
 from worthit.market.records import ProductRecord
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import fixed_clock

@@ -25,6 +25,7 @@ from worthit.cli.options import (
 )
 from worthit.cli.progress import stderr
 from worthit.cli.render import print_timings, print_unresolved, print_verdict
+from worthit.db.open import is_postgres
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.config import EngineConfig
@@ -34,7 +35,6 @@ from worthit.engine.runner import LlamaRunner
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
-from worthit.market.database import is_postgres
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import fixed_clock, iso, now_ms
 

@@ -16,9 +16,9 @@ from typing import ParamSpec, TypeVar
 import typer
 
 from worthit.cli.progress import stderr
+from worthit.db.migrations import SchemaTooNewError
 from worthit.engine.errors import ModelLoadError
 from worthit.engine.model_files import ModelNotFoundError
-from worthit.market.migrations import SchemaTooNewError
 
 EXIT_USAGE = 2
 

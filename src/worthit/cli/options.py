@@ -10,8 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 
 from worthit.audit.store import AuditPaths
+from worthit.db.open import POSTGRES_SCHEMES, is_postgres, url_scheme
 from worthit.decide.as_of import check_as_of, parse_as_of
-from worthit.market.database import POSTGRES_SCHEMES, is_postgres, url_scheme
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import now_ms
 

@@ -32,6 +32,7 @@ import orjson
 import redis
 from redis.exceptions import RedisError
 
+from worthit.db.redis_outage import RedisOutage, ReportsOutage
 from worthit.explain.store import (
     DEFAULT_CAPACITY,
     MEMORY_ENTRIES,
@@ -39,7 +40,6 @@ from worthit.explain.store import (
     ExplanationStore,
     StoredExplanation,
 )
-from worthit.market.redis_outage import RedisOutage, ReportsOutage
 from worthit.market.timeutil import Clock, now_ms
 
 log = logging.getLogger(__name__)

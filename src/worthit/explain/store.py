@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from worthit.market.database import Connection, open_database
-from worthit.market.migrations import Migration, migrate_component
+from worthit.db.connection import Connection
+from worthit.db.migrations import Migration, migrate_component
+from worthit.db.open import open_database
 from worthit.market.timeutil import Clock, now_ms
 
 DEFAULT_CAPACITY = 100_000

@@ -26,10 +26,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from worthit.db.redis_outage import RedisOutage, ReportsOutage
 from worthit.facts.cache import SharedSheet
 from worthit.facts.sheet import FactSheet
 from worthit.facts.sheet_codec import sheet_from_dict, sheet_json
-from worthit.market.redis_outage import RedisOutage, ReportsOutage
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from worthit.market.database import Connection
+from worthit.db.connection import Connection
 from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import Clock, now_ms

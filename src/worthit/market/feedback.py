@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from worthit.market.database import open_database
-from worthit.market.migrations import Migration, migrate_component
+from worthit.db.migrations import Migration, migrate_component
+from worthit.db.open import open_database
 
 Outcome = Literal["bought", "waited", "dismissed", "returned"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)

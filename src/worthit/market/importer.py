@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from worthit.market.database import Connection
+from worthit.db.connection import Connection
 from worthit.market.records import RECORD_TYPES, ProductRecord, Record
 from worthit.market.store import MarketStore
 

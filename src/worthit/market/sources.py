@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from worthit.market.database import open_database
-from worthit.market.migrations import Migration, migrate_component
+from worthit.db.migrations import Migration, migrate_component
+from worthit.db.open import open_database
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32

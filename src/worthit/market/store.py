@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from worthit.market.database import Connection, Errors, open_database
+from worthit.db.connection import Connection, Errors
+from worthit.db.open import open_database
 from worthit.market.entities import (
     PricePoint,
     Product,
@@ -25,7 +26,6 @@ from worthit.market.entities import (
     SearchHit,
     StockLevel,
 )
-from worthit.market.migrations import migrate
 from worthit.market.records import (
     PriceRecord,
     ProductRecord,
@@ -35,6 +35,7 @@ from worthit.market.records import (
     SalesRecord,
     StockRecord,
 )
+from worthit.market.schema import migrate
 
 
 class UnknownSkuError(ValueError):

@@ -24,8 +24,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from worthit.market.database import open_database
-from worthit.market.migrations import Migration, migrate_component
+from worthit.db.migrations import Migration, migrate_component
+from worthit.db.open import open_database
 from worthit.market.timeutil import iso
 
 DEMO_TENANT = ""

@@ -32,7 +32,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from worthit.market.redis_outage import RedisOutage, ReportsOutage
+from worthit.db.redis_outage import RedisOutage, ReportsOutage
 from worthit.market.redis_stream import StreamConfig
 from worthit.market.redis_stream import connect as connect_async
 from worthit.server.ratelimit import (

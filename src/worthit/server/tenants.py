@@ -33,8 +33,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from worthit.market.database import Connection, open_database
-from worthit.market.migrations import Migration, migrate_component
+from worthit.db.connection import Connection
+from worthit.db.migrations import Migration, migrate_component
+from worthit.db.open import open_database
 
 KEY_PREFIX = "wk_"
 ID_HEX_CHARS = 12

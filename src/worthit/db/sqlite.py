@@ -4,11 +4,10 @@ Every store on the file (market, tenants, and whatever joins them) opens it thro
 :class:`Database`, so they agree on how it is opened and none of them repeats it. Each
 store keeps its own SQL and its own schema, handed over as the ``setup`` callable.
 
-`open_database` opens a ``postgresql://`` URL as ``market.postgres.PostgresDatabase``
-instead, the twin of :class:`Database` (a pool of connections, their settings, the same
-``?`` SQL): a store sees either as a :class:`Store`, tells their exceptions apart through
-:class:`Errors`, and writes through :meth:`Store.write`, which PostgreSQL runs again when a
-concurrent writer made it fail.
+`open_database` (db/open.py) opens a ``postgresql://`` URL as
+``db.postgres.PostgresDatabase`` instead, the twin of :class:`Database` (a pool of
+connections, their settings, the same ``?`` SQL); a store sees either as a
+``db.connection.Store``.
 
 The pragmas, set on every connection before anything else runs on it:
 
@@ -30,14 +29,16 @@ The pragmas, set on every connection before anything else runs on it:
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
+
+from worthit.db.connection import Connection, Errors, Setup
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 PRAGMAS: tuple[tuple[str, str], ...] = (
@@ -48,95 +49,12 @@ PRAGMAS: tuple[tuple[str, str], ...] = (
 )
 
 
-class Cursor(Protocol):
-    """What a statement returns, on either backend (sqlite3's cursor, or psycopg's)."""
-
-    @property
-    def rowcount(self) -> int: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> Sequence[Any]: ...
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Connection(Protocol):
-    """One connection as the stores use it: SQL with ``?`` placeholders on both backends
-    (the PostgreSQL side translates them), and whether a transaction is still open."""
-
-    @property
-    def in_transaction(self) -> bool: ...
-    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
-
-
-Setup = Callable[[Connection], object]
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Errors:
-    """The exceptions a store tells apart, per backend, so no store imports a driver."""
-
-    integrity: tuple[type[Exception], ...]
-    """A constraint refused the row (a duplicate key, a CHECK)."""
-    row: tuple[type[Exception], ...]
-    """What one row's values can cause; the transaction goes on after its savepoint."""
-    unavailable: tuple[type[Exception], ...]
-    """The database is locked, full, gone or unreachable: the whole write failed."""
-    transient: tuple[type[Exception], ...]
-    """A concurrent writer won (a deadlock, a serialization failure): run it again."""
-
-
 SQLITE_ERRORS = Errors(
     integrity=(sqlite3.IntegrityError,),
     row=(sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError),
     unavailable=(sqlite3.OperationalError,),
     transient=(),
 )
-
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/")
-"""A URL's scheme (two characters at least, so a Windows drive is still a path). A Path
-folds "postgresql://host/db" into "postgresql:/host/db", so one slash is enough."""
-
-
-def url_scheme(target: str | Path) -> str | None:
-    """The scheme of a database URL, None for a file path."""
-    match = _URL.match(str(target))
-    return match.group(1).lower() if match else None
-
-
-def is_postgres(target: str | Path) -> bool:
-    return url_scheme(target) in POSTGRES_SCHEMES
-
-
-def is_sqlite(conn: Connection) -> bool:
-    """Which dialect a migration speaks on this connection."""
-    return isinstance(conn, sqlite3.Connection)
-
-
-class Store(Protocol):
-    """What every store's ``_db`` is: :class:`Database`, or ``PostgresDatabase``."""
-
-    dialect: str
-    errors: Errors
-
-    def connection(self) -> Connection: ...
-    def transaction(self) -> AbstractContextManager[Connection]: ...
-    def savepoint(self) -> AbstractContextManager[Connection]: ...
-    def pipeline(self) -> AbstractContextManager[object]: ...
-    def write(self, work: Callable[[Connection], T]) -> T: ...
-    def close(self) -> None: ...
-
-
-def open_database(target: str | Path, setup: Setup | None = None) -> Store:
-    """The database at `target`: a SQLite file path, or a ``postgresql://`` URL.
-
-    psycopg is imported only for a URL, so the embedded default never pays for it."""
-    if is_postgres(target):
-        from worthit.market.postgres import PostgresDatabase
-
-        return PostgresDatabase(str(target), setup)
-    return Database(target, setup)
 
 
 class Database:

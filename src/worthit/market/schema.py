@@ -1,33 +1,22 @@
-"""Versioned schema migrations, for SQLite and PostgreSQL.
+"""The market's schema and its migrations, for SQLite and PostgreSQL.
 
 On SQLite `PRAGMA user_version` holds the market's schema version; each migration runs
-once, in order, inside one transaction, so a store opened by a newer worthit is upgraded
-in place and a half-applied migration never persists. PostgreSQL has no user_version:
-there the market's version is the `market` row of `schema_components`, like every other
-component's, and the market starts at its latest schema in one migration
-(`POSTGRES_MIGRATIONS`: no PostgreSQL store predates it). Its migrations run under an
-advisory lock, so several processes opening one database at once migrate it once.
+once, in order, inside one transaction (db/migrations.py). PostgreSQL has no
+user_version: there the market's version is the `market` row of `schema_components`,
+like every other component's, and the market starts at its latest schema in one
+migration (`POSTGRES_MIGRATIONS`: no PostgreSQL store predates it).
 """
 
 from __future__ import annotations
 
-import re
-import sqlite3
-import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from worthit.market.database import Connection, is_sqlite
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-    postgres: str | None = None
-    """The PostgreSQL text where the dialects differ; None: `sql` runs on both."""
-
+from worthit.db.connection import Connection, is_sqlite
+from worthit.db.migrations import (
+    Migration,
+    SchemaTooNewError,
+    apply_migration,
+    component_version,
+    migrate_component,
+)
 
 _V1_BASE = """
 CREATE TABLE products (
@@ -314,13 +303,9 @@ POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
 MARKET_COMPONENT = "market"
 
 
-class SchemaTooNewError(RuntimeError):
-    """The database was written by a newer worthit; refusing beats corrupting it."""
-
-
 def schema_version(conn: Connection) -> int:
     if not is_sqlite(conn):
-        return _component_version(conn, MARKET_COMPONENT)
+        return component_version(conn, MARKET_COMPONENT)
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
@@ -337,129 +322,6 @@ def migrate(conn: Connection, target: int = LATEST_VERSION) -> list[int]:
     applied = []
     for migration in MIGRATIONS:
         if current < migration.version <= target:
-            _apply(conn, migration, f"PRAGMA user_version = {migration.version}")
+            apply_migration(conn, migration, f"PRAGMA user_version = {migration.version}")
             applied.append(migration.version)
     return applied
-
-
-_COMPONENTS = """
-CREATE TABLE IF NOT EXISTS schema_components (
-    component TEXT PRIMARY KEY,
-    version   INTEGER NOT NULL
-)
-"""
-
-
-_PG_TYPES = (
-    (re.compile(r"\s+WITHOUT ROWID"), ""),
-    (re.compile(r"\bINTEGER\b"), "BIGINT"),
-    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
-    (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
-)
-
-
-def postgres_ddl(sql: str) -> str:
-    """A component's SQLite DDL in PostgreSQL's words: SQLite's INTEGER and REAL are 64-bit,
-    its text compares byte by byte, and WITHOUT ROWID means nothing there. A migration
-    that needs more says so in its own `postgres` text."""
-    for pattern, replacement in _PG_TYPES:
-        sql = pattern.sub(replacement, sql)
-    return sql
-
-
-_RECORD = (
-    "INSERT INTO schema_components (component, version) VALUES (?, ?) "
-    "ON CONFLICT (component) DO UPDATE SET version = excluded.version"
-)
-
-
-def migrate_component(
-    conn: Connection, component: str, migrations: Sequence[Migration]
-) -> list[int]:
-    """Bring the tables another layer keeps in the market's database up to date.
-
-    A store beside the market (explanations, say) owns its schema and its migrations;
-    its version is a row of `schema_components`, so it never moves the market's
-    `user_version` and the market never needs to know the table exists.
-    """
-    if not is_sqlite(conn):
-        return _migrate_postgres(conn, component, migrations)
-    conn.execute(_COMPONENTS)
-    current = _component_version(conn, component)
-    _check_not_newer(component, current, migrations)
-    applied = []
-    for migration in migrations:
-        if current < migration.version:
-            _apply(conn, migration, _RECORD, (component, migration.version))
-            applied.append(migration.version)
-    return applied
-
-
-def _component_version(conn: Connection, component: str) -> int:
-    row = conn.execute(
-        "SELECT version FROM schema_components WHERE component = ?", (component,)
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _check_not_newer(component: str, current: int, migrations: Sequence[Migration]) -> None:
-    latest = migrations[-1].version if migrations else 0
-    if current > latest:
-        raise SchemaTooNewError(
-            f"{component} schema is version {current}, this worthit knows up to {latest}"
-        )
-
-
-def _migrate_postgres(
-    conn: Connection, component: str, migrations: Sequence[Migration]
-) -> list[int]:
-    """All of a component's pending migrations in one transaction (PostgreSQL's DDL is
-    transactional), behind a lock on the component's name: a second process opening the
-    database meanwhile waits, then finds them applied."""
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (zlib.crc32(component.encode()),))
-        conn.execute(_COMPONENTS)
-        current = _component_version(conn, component)
-        _check_not_newer(component, current, migrations)
-        applied = []
-        for migration in migrations:
-            if current < migration.version:
-                conn.execute(migration.postgres or postgres_ddl(migration.sql))
-                conn.execute(_RECORD, (component, migration.version))
-                applied.append(migration.version)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return applied
-
-
-def _apply(
-    conn: Connection, migration: Migration, record: str, params: tuple[object, ...] = ()
-) -> None:
-    """One migration and the statement recording it, in one transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in _split_statements(migration.sql):
-            conn.execute(statement)
-        conn.execute(record, params)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _split_statements(script: str) -> list[str]:
-    """Split on statement ends that sqlite3 itself reports as complete (triggers hold `;`)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
-    return statements

@@ -1,6 +1,6 @@
 """One PostgreSQL database, a pool of connections, the per-connection settings in one place.
 
-The twin of :class:`worthit.market.database.Database` for ``--db postgresql://…``: the
+The twin of :class:`worthit.db.sqlite.Database` for ``--db postgresql://…``: the
 stores hand it the same ``?``-placeholder SQL and the same ``setup`` (their migrations),
 and get back connections that behave like SQLite's to them. What differs is kept here:
 
@@ -44,7 +44,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from worthit.market.database import Connection, Errors, Setup
+from worthit.db.connection import Connection, Errors, Setup
 
 T = TypeVar("T")
 
