@@ -18,6 +18,7 @@ from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
+from worthit.engine.sequence import FinishReason
 from worthit.explain.explainer import Delta, Explanation
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
@@ -110,7 +111,7 @@ def test_a_false_comparison_falls_back_naming_the_claim() -> None:
 
 
 def test_stops_reading_the_model_after_two_sentences() -> None:
-    model = Scripted(" a. ", "Price is low. ", "Third one. ", "Fourth.", "Fifth.")
+    model = Scripted(" it is cheap right now. ", "Price is low. ", "Third one. ", "Fourth.")
     _, final = run(model)
     assert final.source == "llm"
     assert "Third" not in final.text
@@ -242,3 +243,38 @@ def test_how_the_model_text_is_split_never_changes_the_answer(text: str, cuts: l
         whole.text,
         whole.fallback_reason,
     )
+
+
+def test_a_refused_second_sentence_ends_the_answer_and_nothing_shown_is_withdrawn() -> None:
+    model = Scripted(" it is only 2.4% above its all-time low of $249.00.", " It was $277 once.")
+    shown, final = run(model)
+    first = "Worth buying now because it is only 2.4% above its all-time low of $249.00."
+    assert (final.source, final.text, shown) == ("llm", first, first)
+
+
+def test_an_engine_stop_after_a_shown_sentence_keeps_it() -> None:
+    pieces = (" it is only 2.4% above its all-time low of $249.00.", " It is")
+    model = ScriptedEngine(pieces, finish=FinishReason.EXPIRED)
+    shown, final = run(model)
+    assert final.source == "llm" and final.text == shown
+
+
+_SENTENCES = (
+    " it is only 2.4% above its all-time low of $249.00.",
+    " It is rated well by buyers.",
+    " It was $277 last week.",
+    " it is not worth buying at all.",
+    " buy now buy now buy now buy now.",
+    " it is at its",
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(_SENTENCES), max_size=4), st.integers(1, 9))
+def test_what_is_shown_is_exactly_what_is_kept(sentences: list[str], size: int) -> None:
+    """The shopper never reads words that are later withdrawn: the streamed text is the
+    kept explanation when the model's words stand, and nothing when the template does."""
+    text = "".join(sentences)
+    pieces = [text[i : i + size] for i in range(0, len(text), size)]
+    shown, final = run(Scripted(*pieces))
+    assert shown == (final.text if final.source == "llm" else "")

@@ -115,10 +115,12 @@ async def _drive(run: ExplanationRun, stream: TokenStream) -> AsyncIterator[Delt
                 finish = delta.finish_reason.value
                 break
         if finish == FinishReason.EXPIRED.value:
-            raise FallbackError(run.fallback("deadline_expired"))
-        if finish in (FinishReason.ERROR.value, FinishReason.ABORT.value):
-            raise FallbackError(run.fallback(f"engine_{finish}"))
-        tail, explanation = run.finish(finish if finish == FinishReason.DEADLINE.value else None)
+            tail, explanation = "", run.cut_short("deadline_expired")
+        elif finish in (FinishReason.ERROR.value, FinishReason.ABORT.value):
+            tail, explanation = "", run.cut_short(f"engine_{finish}")
+        else:
+            deadline = finish if finish == FinishReason.DEADLINE.value else None
+            tail, explanation = run.finish(deadline)
     except FallbackError as fallback:
         yield _with_tokens(fallback.explanation, stream)
         return

@@ -183,14 +183,6 @@ def _show_end(out: Console, finished: Finished) -> None:
         pass  # a ranking or a comparison: its sentences are already printed above
     elif explanation is not None:
         if explanation.source == "template":
-            if explanation.streamed:
-                detail = ", ".join(explanation.ungrounded)
-                why = (
-                    f"{explanation.fallback_reason}: {detail}"
-                    if detail
-                    else explanation.fallback_reason
-                )
-                out.print(f"\n[dim](model text withdrawn: {why})[/]")
             out.print(explanation.text, markup=False)
         else:
             out.print()

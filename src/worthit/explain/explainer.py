@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 from worthit.decide.verdict import Verdict
 from worthit.explain.guard import Grounds, allowed_numbers, check_grounding
-from worthit.explain.guarded_stream import GuardedStream, UngroundedError
+from worthit.explain.guarded_stream import GuardedStream, Refusal, RefusedError
 from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.sanity import problem, repetitive
 from worthit.explain.templates import template_explanation
 from worthit.facts.sheet import FactSheet
-from worthit.text.sentences import ends_sentence, last_sentence_end
+from worthit.text.sentences import ends_sentence
 
 DEFAULT_MAX_TOKENS = 64
 """No stop strings go with it: an explanation is one paragraph, but a new line before its
@@ -37,8 +37,6 @@ class Explanation:
     fallback_reason: str | None = None
     ungrounded: tuple[str, ...] = ()
     """What the guard named: the numbers no fact backs, or the false comparisons."""
-    streamed: str = ""
-    """What had been shown from the model before a fallback (empty when kept)."""
     timings_ms: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
     """Prompt, cached and completion token counts, when the model ran."""
@@ -98,7 +96,6 @@ class ExplanationRun:
         self.messages = basis.messages
         self.prefix = basis.prefix
         self._guard: GuardedStream | None = None
-        self._pending = ""
         self._started = time.perf_counter()
         self._first_piece_ms: float | None = None
         self._ended = False
@@ -116,13 +113,20 @@ class ExplanationRun:
 
     @property
     def _stream(self) -> GuardedStream:
-        """The guard, made (and given the prefix, held until the model's first text) when
+        """The guard, made (and given the prefix, held until the model's first sentence) when
         model text first comes: a run that ends in the template or a stored text, as most
         answers do, never needs one."""
         if self._guard is None:
-            self._guard = GuardedStream(self.basis.grounds)
-            self._pending = self._guard.feed(self.prefix)
+            self._guard = GuardedStream(self.basis.grounds, wording=self._wording)
+            self._guard.feed(self.prefix)
         return self._guard
+
+    def _wording(self, text: str) -> Refusal | None:
+        """The wording checks on the text up to a sentence end, as a shopper reads it."""
+        why = problem(text[len(self.prefix) :], self.verdict.kind)
+        if why is None and repetitive(text):
+            why = "repetitive"
+        return None if why is None else (why, ())
 
     def feed(self, piece: str) -> str:
         if self._first_piece_ms is None:
@@ -130,12 +134,11 @@ class ExplanationRun:
         piece = self._shape(piece)
         guard = self._stream
         try:
-            out = self._pending + guard.feed(piece)
-        except UngroundedError as exc:
-            raise FallbackError(self.fallback(*exc.result.failure)) from None
-        self._pending = ""
-        if repetitive(guard.text):
-            raise FallbackError(self.fallback("repetitive"))
+            out = guard.feed(piece)
+            if repetitive(guard.text):
+                guard.refuse("repetitive")
+        except RefusedError as exc:
+            raise FallbackError(self.fallback(exc.why, exc.named)) from None
         return out
 
     def _shape(self, piece: str, last: bool = False) -> str:
@@ -177,32 +180,34 @@ class ExplanationRun:
         return "".join(out)
 
     def finish(self, finish_reason: str | None = None) -> tuple[str, Explanation]:
-        """The last safe text and the kept explanation; raises FallbackError if it is unusable."""
+        """The last sentences to show and the kept explanation; raises FallbackError if no
+        sentence of the model's passed. Only whole, checked sentences are ever shown, so a
+        run cut by the deadline or max_tokens keeps the sentences it finished."""
         guard = self._stream
         try:
-            self._pending += guard.feed(self._shape("", last=True))
-            tail = self._pending + guard.finish()
-        except UngroundedError as exc:
-            raise FallbackError(self.fallback(*exc.result.failure)) from None
-        self._pending = ""
+            tail = guard.feed(self._shape("", last=True)) + guard.finish()
+        except RefusedError as exc:
+            raise FallbackError(self.fallback(exc.why, exc.named)) from None
         text = " ".join(guard.shown.split())
-        if _looks_cut(text) and text[len(self.prefix) :].strip():
-            # cut by the deadline or max_tokens: keep whole sentences only
-            text = text[: last_sentence_end(text)].rstrip()
-            finish_reason = finish_reason or "length"
-            if len(text) <= len(self.prefix):
-                raise FallbackError(self.fallback("incomplete"))
-        why = problem(text[len(self.prefix) :], self.verdict.kind)
-        if why is not None:
+        if len(text) <= len(self.prefix):
+            why = "incomplete" if guard.text[len(self.prefix) :].strip() else "too_short"
             raise FallbackError(self.fallback(why))
-        if finish_reason is None:
-            finish_reason = "stop"
+        if guard.text.rstrip() != guard.shown.rstrip() and not guard.done:
+            finish_reason = finish_reason or "length"
         timings = {"llm_total": _ms(self._started)}
         if self._first_piece_ms is not None:
             timings["llm_first_token"] = self._first_piece_ms
-        return tail, Explanation(text, "llm", finish_reason, timings_ms=timings)
+        return tail, Explanation(text, "llm", finish_reason or "stop", timings_ms=timings)
 
-    def recheck(self, text: str) -> tuple[str, tuple[str, ...]] | None:
+    def cut_short(self, why: str) -> Explanation:
+        """The engine ended the run early (deadline expired, error, abort): the sentences a
+        reader has already seen stand, as the answer; with none shown, the template."""
+        shown = "" if self._guard is None else " ".join(self._guard.shown.split())
+        if len(shown) <= len(self.prefix):
+            raise FallbackError(self.fallback(why))
+        return Explanation(shown, "llm", why, timings_ms={"llm_total": _ms(self._started)})
+
+    def recheck(self, text: str) -> Refusal | None:
         """Why a stored explanation may not be shown against this run's facts (the guard
         and the wording checks its generation passed, run again), or None."""
         result = check_grounding(text, self.basis.grounds)
@@ -210,10 +215,7 @@ class ExplanationRun:
             return result.failure
         if not text.startswith(self.prefix):
             return "other_verdict", ()
-        why = problem(text[len(self.prefix) :], self.verdict.kind)
-        if why is not None:
-            return why, ()
-        return ("repetitive", ()) if repetitive(text) else None
+        return self._wording(text)
 
     def fallback(self, why: str, ungrounded: tuple[str, ...] = ()) -> Explanation:
         """The template in place of the model's text, saying why."""
@@ -223,7 +225,6 @@ class ExplanationRun:
             finish_reason="fallback",
             fallback_reason=why,
             ungrounded=ungrounded,
-            streamed="" if self._guard is None or self._pending else self._guard.shown,
             timings_ms={"llm_total": _ms(self._started)},
         )
 

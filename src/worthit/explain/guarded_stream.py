@@ -1,37 +1,57 @@
-"""Streams model text through the grounding guard without letting a bad number out.
+"""Streams model text to the shopper one checked sentence at a time.
 
-Text is released up to the last point where no number can still be growing (a trailing
-"29" may become "299" or "29.5" with the next token), and everything released so far is
-re-checked as a whole, so a number is never judged from half its digits.
+A sentence is released only once it is complete and the text up to its end has passed
+every check: the grounding guard (every number backed by a fact, no false comparison) and
+the wording checks the run is given. So nothing a reader has seen is ever withdrawn: a
+sentence that fails before anything was shown makes the run fall back to the template;
+one that fails after an earlier sentence was shown ends the answer at that sentence.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 
 from worthit.explain.guard import Grounds, GuardResult, check_grounding
 from worthit.text.sentences import sentence_ends
 
-_TRAILING_NUMBER = re.compile(r"[\d０-９][\d０-９.,，/\-－]*[kK千万萬亿億]?\s*$|[.,][\d０-９]*$")
-"""A number that may still grow; a date ("2026-11-"), a range ("5-") or a day waiting for
-its month ("13 " before "November") counts as one."""
+_MAYBE_DECIMAL = ".…"
+
+Refusal = tuple[str, tuple[str, ...]]
+"""Why text may not be shown (a short code) and what it names (numbers, claims, words)."""
+WordingCheck = Callable[[str], Refusal | None]
+"""Judges the text up to a sentence end, prefix included, as the shopper would read it."""
 
 
-class UngroundedError(ValueError):
+class RefusedError(ValueError):
+    """The first sentence failed a check: nothing was shown, the template replaces it."""
+
+    def __init__(self, why: str, named: tuple[str, ...] = ()) -> None:
+        super().__init__(f"{why}: " + "; ".join(named) if named else why)
+        self.why = why
+        self.named = named
+
+
+class UngroundedError(RefusedError):
     def __init__(self, result: GuardResult) -> None:
-        why, named = result.failure
-        super().__init__(f"{why}: " + "; ".join(named))
+        super().__init__(*result.failure)
         self.result = result
 
 
 class GuardedStream:
-    def __init__(self, allowed: Grounds | Iterable[Decimal], max_sentences: int = 2) -> None:
+    def __init__(
+        self,
+        allowed: Grounds | Iterable[Decimal],
+        max_sentences: int = 2,
+        wording: WordingCheck | None = None,
+    ) -> None:
         self.allowed = allowed if isinstance(allowed, Grounds) else Grounds(frozenset(allowed))
         self.max_sentences = max_sentences
+        self.wording = wording
         self.text = ""
         self.released = 0
+        self.refused: Refusal | None = None
+        """Why a sentence after the shown ones was refused; the answer ends before it."""
 
     @property
     def shown(self) -> str:
@@ -40,33 +60,49 @@ class GuardedStream:
 
     @property
     def done(self) -> bool:
-        """True once the released text holds the sentences asked for."""
-        return len(sentence_ends(self.text[: self.released])) >= self.max_sentences
+        """True once the sentences asked for are out, or a later one was refused."""
+        return self.refused is not None or (
+            len(sentence_ends(self.shown)) >= self.max_sentences
+        )
 
     def feed(self, delta: str) -> str:
-        """Add model text; return the newly safe part, or raise UngroundedError."""
+        """Add model text; return the newly released sentences, or raise RefusedError."""
         self.text += delta
-        match = _TRAILING_NUMBER.search(self.text)
-        cut = match.start() if match else len(self.text)
-        return self._release(cut)
+        return self._release(final=False)
 
     def finish(self) -> str:
-        """Release the rest at the end of generation, trimmed to the sentence limit."""
-        return self._release(len(self.text))
+        """Release what is left at the end of generation: whole sentences only."""
+        return self._release(final=True)
 
-    def _release(self, cut: int) -> str:
-        cut = min(cut, self._sentence_limit())
-        if cut <= self.released:
-            return ""
-        result = check_grounding(self.text[:cut], self.allowed)
-        if not result.ok:
-            raise UngroundedError(result)
-        out = self.text[self.released : cut]
-        self.released = cut
+    def refuse(self, why: str, named: tuple[str, ...] = ()) -> None:
+        """A check outside the stream failed: fall back if nothing is shown, else end here."""
+        if not self.shown:
+            raise RefusedError(why, named)
+        self.refused = (why, named)
+
+    def _release(self, final: bool) -> str:
+        """While the model writes, a full stop at the very end may still be a decimal point
+        ("$249" + ".00"): it ends a sentence once more text follows, or at the end."""
+        out = ""
+        if self.refused is not None:
+            return out
+        for end in sentence_ends(self.text)[: self.max_sentences]:
+            if end <= self.released:
+                continue
+            if not final and end == len(self.text) and self.text[end - 1] in _MAYBE_DECIMAL:
+                break
+            why = self._judge(self.text[:end])
+            if why is not None:
+                self.refuse(*why)
+                break
+            out += self.text[self.released : end]
+            self.released = end
         return out
 
-    def _sentence_limit(self) -> int:
-        ends = sentence_ends(self.text)
-        if len(ends) >= self.max_sentences:
-            return ends[self.max_sentences - 1]
-        return len(self.text)
+    def _judge(self, text: str) -> Refusal | None:
+        result = check_grounding(text, self.allowed)
+        if not result.ok:
+            if not self.shown:
+                raise UngroundedError(result)
+            return result.failure
+        return None if self.wording is None else self.wording(text)

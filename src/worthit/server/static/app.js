@@ -776,7 +776,7 @@
   function finish(stream, done) {
     flushText(stream);
     if (typeof done.explanation === "string" && done.explanation && done.explanation !== stream.text) {
-      // The guard replaced the model's text with the template: show what the server kept.
+      // The model's words were refused before any was shown: show the template the server kept.
       stream.text = done.explanation;
       el.explanation.textContent = done.explanation;
     }
