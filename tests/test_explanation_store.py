@@ -66,6 +66,18 @@ def test_the_model_identity_is_the_files_content_not_its_name(tmp_path: Path) ->
     assert model_identity(a).startswith("m.gguf@")
 
 
+def test_an_adapter_is_part_of_the_model_identity(tmp_path: Path) -> None:
+    """Text the bare model wrote is never served as the adapter's, nor the reverse."""
+    base, lora, other = tmp_path / "m.gguf", tmp_path / "l.gguf", tmp_path / "k.gguf"
+    base.write_bytes(b"GGUF" + b"m" * 100)
+    lora.write_bytes(b"GGUF" + b"l" * 100)
+    other.write_bytes(b"GGUF" + b"k" * 100)
+    bare, tuned = model_identity(base), model_identity(base, lora)
+    assert tuned.startswith(bare + "+l.gguf@")
+    assert len({bare, tuned, model_identity(base, other)}) == 3
+    assert explanation_key(bare, inputs(), POLICY) != explanation_key(tuned, inputs(), POLICY)
+
+
 def test_the_store_keeps_entries_across_a_restart(market_db: str) -> None:
     path = market_db
     store = SqliteExplanationStore(path)

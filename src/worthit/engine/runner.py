@@ -66,10 +66,17 @@ class DecodeError(EngineError):
 
 
 class LlamaRunner:
-    def __init__(self, model_path: str | Path, config: EngineConfig) -> None:
+    def __init__(
+        self, model_path: str | Path, config: EngineConfig, lora_path: str | Path | None = None
+    ) -> None:
+        """`lora_path`: a LoRA adapter in GGUF (llama.cpp's convert_lora_to_gguf.py), applied
+        at full scale to every request; it must have been trained on this very base model."""
         path = Path(model_path)
         if not path.is_file():
             raise ModelLoadError(f"model file not found: {path}")
+        lora = None if lora_path is None else Path(lora_path)
+        if lora is not None and not lora.is_file():
+            raise ModelLoadError(f"LoRA adapter not found: {lora}")
         _init_backend()
         model_params = llama.llama_model_default_params()
         model_params.use_extra_bufts = config.extra_buffer_types
@@ -97,6 +104,15 @@ class LlamaRunner:
         if not self._ctx:
             llama.llama_model_free(self._model)
             raise ModelLoadError("llama.cpp could not create a context")
+        self._adapter = None
+        if lora is not None:
+            self._adapter = llama.llama_adapter_lora_init(self._model, str(lora).encode())
+            adapters = (llama.llama_adapter_lora_p_ctypes * 1)(self._adapter)
+            scales = (ctypes.c_float * 1)(1.0)
+            if not self._adapter or llama.llama_set_adapters_lora(self._ctx, adapters, 1, scales):
+                self.close_native()
+                raise ModelLoadError(f"llama.cpp could not apply the LoRA adapter {lora}")
+        self.lora_path = lora
         self._mem = llama.llama_get_memory(self._ctx)
         self._batch = llama.llama_batch_init(config.max_batch_tokens, 0, 1)
         self._batch_size = config.max_batch_tokens
@@ -242,5 +258,11 @@ class LlamaRunner:
             return
         self._closed = True
         llama.llama_batch_free(self._batch)
+        self.close_native()
+
+    def close_native(self) -> None:
+        """The context, then the adapter, then the model: each holds on to the next."""
         llama.llama_free(self._ctx)
+        if self._adapter:
+            llama.llama_adapter_lora_free(self._adapter)
         llama.llama_model_free(self._model)

@@ -16,8 +16,15 @@ _HEAD_BYTES = 16 << 20
 _TAIL_BYTES = 1 << 20
 
 
-def model_identity(path: Path) -> str:
-    """A digest of the GGUF: its size and the SHA-256 of its first 16 MiB (the header,
+def model_identity(path: Path, lora: Path | None = None) -> str:
+    """What wrote a text: the GGUF's identity, and the LoRA adapter's when one is applied,
+    so text from the bare model is never served as the adapter's, nor the reverse."""
+    identity = file_identity(path)
+    return identity if lora is None else f"{identity}+{file_identity(lora)}"
+
+
+def file_identity(path: Path) -> str:
+    """A digest of a GGUF: its size and the SHA-256 of its first 16 MiB (the header,
     the metadata and the first tensors) and its last 1 MiB. Hashing a multi-GB file
     whole at every start would cost seconds; a different quantisation, fine-tune or
     truncation changes these bytes."""
