@@ -20,12 +20,12 @@ from pathlib import Path
 from worthit.decide.decider import Decider
 from worthit.decide.resolve import ProductResolver
 from worthit.decide.verdict_cache import VerdictCache
+from worthit.demo.simulator import simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.facts.rankings import Rankings
 from worthit.market.categories import CATEGORIES
 from worthit.market.entities import SearchHit
-from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 
 EN = [

@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 import redis
 
-from worthit.market.redis_stream import EVENT_FIELD
+from worthit.market.ingest.redis_stream import EVENT_FIELD
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import from_ms, now_ms
 

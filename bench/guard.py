@@ -26,11 +26,11 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import QUESTIONS
 from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.cli.engine_host import run_with_engine
+from worthit.demo.simulator import simulate
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_model_path
 from worthit.engine.runner import LlamaRunner
-from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 
 

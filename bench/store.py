@@ -28,9 +28,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from worthit.demo.simulator import simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.market.apply import Outcome, apply_events
-from worthit.market.simulator import simulate
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import date_to_ms
 

@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from service import QUESTIONS, Answer, free_port, one, pct
-from worthit.market.simulator import simulate
+from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
 
 MODES = ("h1", "h1-tls", "h2", "h2-granian")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from worthit.market.simulator import simulate
+from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import Clock, date_to_ms, fixed_clock, iso
 

@@ -21,7 +21,7 @@ from worthit.decide.calibration import (
     prior,
     reliability,
 )
-from worthit.market.feedback import Answered, Feedback, FeedbackConflictError, FeedbackStore
+from worthit.decide.feedback import Answered, Feedback, FeedbackConflictError, FeedbackStore
 
 from conftest import MARKET_AS_OF, run_cli
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from worthit.decide.rules import decide_verdict
+from worthit.demo.simulator import HEROES_FROM_SKUS, simulate
 from worthit.facts.builder import FactsBuilder
-from worthit.market.simulator import HEROES_FROM_SKUS, simulate
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import to_ms
 

@@ -19,7 +19,7 @@ from worthit.explain.guard import allowed_numbers, check_grounding
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.sheet import FactSheet
 from worthit.market.events import EventError, event_schema, parse_event
-from worthit.market.importer import LineError, import_lines, parse_line
+from worthit.market.ingest.importer import LineError, import_lines, parse_line
 from worthit.market.records import PriceRecord, ProductRecord, PromotionRecord
 from worthit.market.schema import migrate
 from worthit.market.store import MarketStore

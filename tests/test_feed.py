@@ -23,7 +23,7 @@ import typer
 
 from worthit.cli.serve import feed_config
 from worthit.market.bus import EventBus
-from worthit.market.feed import (
+from worthit.market.ingest.feed import (
     FeedConfig,
     FeedFormat,
     FeedPoller,
@@ -31,7 +31,7 @@ from worthit.market.feed import (
     PollResult,
     parse_feed,
 )
-from worthit.market.redis_stream import Backoff
+from worthit.market.ingest.redis_stream import Backoff
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import iso
 from worthit.server.app import create_app
@@ -263,7 +263,7 @@ def test_bad_events_are_counted_and_logged_by_index_and_field_and_the_others_lan
         async with polling(store, FeedConfig(feed_server.url)) as poller:
             return await poller.poll(), poller.status()
 
-    with caplog.at_level(logging.WARNING, logger="worthit.market.feed"):
+    with caplog.at_level(logging.WARNING, logger="worthit.market.ingest.feed"):
         result, status = asyncio.run(run())
 
     assert result.status == 200 and result.applied == 2

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.market.importer import import_lines, parse_line
+from worthit.market.ingest.importer import import_lines, parse_line
 from worthit.market.store import MarketStore
 
 GOOD = [

@@ -12,12 +12,12 @@ import pytest
 
 from worthit.decide.rules import Thresholds, decide_verdict
 from worthit.decide.verdict import VerdictKind
+from worthit.demo.live_feed import PRICE_BAND, LiveMarket, run_live
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import LIVE_KEY
 from worthit.market.apply import Outcome, apply_events
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, PriceEvent
-from worthit.market.live import PRICE_BAND, LiveMarket, run_live
 from worthit.market.store import MarketStore
 
 from conftest import MARKET_NOW_MS, SMALL_SKUS, run_cli

@@ -28,7 +28,7 @@ import redis
 
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, EventError, parse_event, parse_json_event
-from worthit.market.redis_stream import (
+from worthit.market.ingest.redis_stream import (
     Backoff,
     ConsumerState,
     StreamConfig,
@@ -212,7 +212,7 @@ def test_a_rejected_event_lands_on_a_later_delivery_once_its_product_has(
 DOOMED = """
 import asyncio, os, sys
 from worthit.market.apply import apply_events
-from worthit.market.redis_stream import StreamConfig, StreamConsumer
+from worthit.market.ingest.redis_stream import StreamConfig, StreamConsumer
 from worthit.market.store import MarketStore
 
 store = MarketStore(sys.argv[1])

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from worthit.market.feedback import (
+from worthit.decide.feedback import (
     Answered,
     BacktestTally,
     Feedback,
     FeedbackConflictError,
     FeedbackStore,
 )
+from worthit.market.ingest.webhook_sources import (
+    SourceExistsError,
+    SourceNotFoundError,
+    SourceStore,
+)
 from worthit.market.records import ProductRecord
-from worthit.market.sources import SourceExistsError, SourceNotFoundError, SourceStore
 from worthit.market.store import MarketStore
-from worthit.market.watches import Condition, Delivery, WatchState, WatchStore
 from worthit.server.tenants import KeyNotFoundError, RevokedKeyError, TenantStore
+from worthit.watches.store import Condition, Delivery, WatchState, WatchStore
 
 
 def test_api_keys(market_db: str) -> None:

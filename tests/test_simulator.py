@@ -10,17 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from worthit.demo.names import Namer
+from worthit.demo.simulator import UPCOMING_DAYS, SimulationSummary, generate, sale_events, simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.market.categories import CATEGORIES
-from worthit.market.names import Namer
 from worthit.market.records import ProductRecord, PromotionRecord
-from worthit.market.simulator import (
-    UPCOMING_DAYS,
-    SimulationSummary,
-    generate,
-    sale_events,
-    simulate,
-)
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import DAY_MS, date_to_ms
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from worthit.market.simulator import simulate
+from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import iso
 from worthit.server.tenants import TenantStore

@@ -16,10 +16,10 @@ import httpx
 import redis
 
 from worthit.market.timeutil import iso
-from worthit.market.watches import Condition, Delivery, WatchStore
 from worthit.server.app import create_app
 from worthit.server.shared_state import store_prefix
 from worthit.server.tenants import TenantStore
+from worthit.watches.store import Condition, Delivery, WatchStore
 
 from conftest import MARKET_NOW_MS
 from live_server import LiveServer

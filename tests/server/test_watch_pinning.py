@@ -19,14 +19,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from standardwebhooks import Webhook
 
-from worthit.market.watches import Condition, Delivery, DeliveryRecord, DeliveryState, WatchStore
-from worthit.server.watch_delivery import (
+from worthit.watches.deliver import (
     HookUrlError,
     Resolver,
     RetryPolicy,
     WebhookDeliverer,
     check_hook_url,
 )
+from worthit.watches.store import Condition, Delivery, DeliveryRecord, DeliveryState, WatchStore
 
 NAME = "hook.test"
 """A name no real resolver knows: reaching the receiver through it proves the pinned address

@@ -26,7 +26,7 @@ from standardwebhooks import Webhook
 from worthit.market.timeutil import iso
 from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
-from worthit.server.watch_delivery import HookUrlError, RetryPolicy, check_hook_url
+from worthit.watches.deliver import HookUrlError, RetryPolicy, check_hook_url
 
 from conftest import MARKET_NOW_MS
 from live_server import LiveServer

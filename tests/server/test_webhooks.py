@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
-from worthit.market.sources import SourceStore
+from worthit.market.ingest.webhook_sources import SourceStore
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import iso
 from worthit.server.app import create_app

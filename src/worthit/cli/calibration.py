@@ -26,8 +26,8 @@ from worthit.decide.calibration import (
     reliability,
     tallies,
 )
+from worthit.decide.feedback import FeedbackStore
 from worthit.facts.builder import FactsBuilder
-from worthit.market.feedback import FeedbackStore
 from worthit.market.store import MarketStore
 
 

@@ -14,11 +14,11 @@ import typer
 
 from worthit.cli.options import DbOption, JsonOption, market_db, shown
 from worthit.cli.progress import bar, stderr
+from worthit.demo.live_feed import LiveMarket, run_live
+from worthit.demo.simulator import SimulationSummary, simulate
 from worthit.market.bus import EventBus
-from worthit.market.importer import import_lines
-from worthit.market.live import LiveMarket, run_live
-from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
-from worthit.market.simulator import SimulationSummary, simulate
+from worthit.market.ingest.importer import import_lines
+from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
 from worthit.market.store import MarketStore
 
 DEMO_SKUS = 2000

@@ -17,8 +17,8 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV, resolve_model_path
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.facts.cache import DEFAULT_WARM_S
-from worthit.market.feed import DEFAULT_INTERVAL_S, FeedConfig
-from worthit.market.redis_stream import DEFAULT_STREAM, StreamConfig
+from worthit.market.ingest.feed import DEFAULT_INTERVAL_S, FeedConfig
+from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
 
 if TYPE_CHECKING:

@@ -19,7 +19,11 @@ from rich.table import Table
 from worthit.cli.errors import user_errors
 from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import stderr
-from worthit.market.sources import SourceExistsError, SourceNotFoundError, SourceStore
+from worthit.market.ingest.webhook_sources import (
+    SourceExistsError,
+    SourceNotFoundError,
+    SourceStore,
+)
 
 sources_app = typer.Typer(
     name="sources",

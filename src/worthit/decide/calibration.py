@@ -42,17 +42,11 @@ from scipy import stats  # type: ignore[import-untyped]  # scipy ships no type h
 
 from worthit.decide.as_of import end_of_day_ms
 from worthit.decide.backtest import LOWER_AFTER_BUY, Outcome, ReplayPlan, replay
+from worthit.decide.feedback import Answered, BacktestTally, Feedback, FeedbackStore, Recorded
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import VerdictKind
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
-from worthit.market.feedback import (
-    Answered,
-    BacktestTally,
-    Feedback,
-    FeedbackStore,
-    Recorded,
-)
 
 PRIOR_STRENGTH = 10.0
 """How many observations the rule's own confidence is worth."""
@@ -181,7 +175,7 @@ class Calibration:
         return Calibrated(round(mean, 4), tally.n)
 
     def record(self, feedback: Feedback) -> Recorded:
-        """Store `feedback` (idempotent, market/feedback.py) and count what it says."""
+        """Store `feedback` (idempotent, decide/feedback.py) and count what it says."""
         if self.store is None:
             raise RuntimeError("this calibration has no store to record feedback in")
         recorded = self.store.record(feedback)

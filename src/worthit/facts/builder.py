@@ -69,7 +69,7 @@ PROMOTION_NOTICE_DAYS = 30
 """How long before it starts a promotion is taken to be known. The data records only a
 promotion's start and end, not when it was announced, so "as of T" cannot say which
 promotions a shopper could have seen; worthit takes those starting within 30 days (the
-demo market's announcement horizon, `market.simulator.UPCOMING_DAYS`) and every running
+demo market's announcement horizon, `demo.simulator.UPCOMING_DAYS`) and every running
 one. The rules look 21 days ahead (`upcoming_days`), so this choice never changes a
 verdict, only the upcoming promotions a sheet lists; a retailer announcing its sales
 later than 21 days ahead would make the backtest's waits for them look better than they

@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from worthit.market.redis_stream import Backoff, StreamConfig, connect, consumer_name
+from worthit.market.ingest.redis_stream import Backoff, StreamConfig, connect, consumer_name
 
 log = logging.getLogger(__name__)
 

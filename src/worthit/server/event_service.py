@@ -5,9 +5,9 @@ after-commit notice reaches the answer flow (fact sheets evicted, explanations q
 regeneration); with `live_rate` the live simulator runs inside the process, so the demo's
 prices move while it serves; with `redis_url` a consumer of the Redis stream feeds the
 same bus, acknowledging each entry after its commit; each of `feeds` is polled into it
-(conditional GETs, market/feed.py). The webhook sources (their secrets
+(conditional GETs, market/ingest/feed.py). The webhook sources (their secrets
 and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}, and the
-price watches, evaluated after each commit (server/watch_delivery.py).
+price watches, evaluated after each commit (watches/deliver.py).
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from worthit.answer.answerer import Answerer
+from worthit.demo.live_feed import LiveMarket, run_live
 from worthit.market.bus import EventBus
-from worthit.market.feed import FeedPoller
-from worthit.market.live import LiveMarket, run_live
-from worthit.market.redis_stream import StreamConfig, StreamConsumer
-from worthit.market.sources import SourceStore
+from worthit.market.ingest.feed import FeedPoller
+from worthit.market.ingest.redis_stream import StreamConfig, StreamConsumer
+from worthit.market.ingest.webhook_sources import SourceStore
 from worthit.market.store import MarketStore
-from worthit.market.watches import WatchStore
 from worthit.server.settings import ServiceSettings
-from worthit.server.watch_delivery import RetryPolicy, WatchService
+from worthit.watches.deliver import RetryPolicy, WatchService
+from worthit.watches.store import WatchStore
 
 log = logging.getLogger(__name__)
 

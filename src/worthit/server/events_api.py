@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worthit.market.apply import EventResult, Outcome
 from worthit.market.bus import BusClosedError, BusFullError
 from worthit.market.events import SCHEMA_ID, Event, EventError, event_schema
-from worthit.market.feed import parse_events
+from worthit.market.ingest.feed import parse_events
 from worthit.server.event_service import EventService
 from worthit.server.problems import ProblemError
 from worthit.server.state import ServiceState, StateDep

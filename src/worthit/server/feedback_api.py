@@ -3,7 +3,7 @@
 The answer is found in the audit log, among the caller's tenant's leaves, so what was
 advised (verdict, product, category) comes from the server's own record and never from
 the client; a request id the tenant got no answer for is a 404, exactly like one of
-another tenant's. Idempotency and which outcome may replace which: market/feedback.py.
+another tenant's. Idempotency and which outcome may replace which: decide/feedback.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from worthit.audit import AuditLog, AuditRecord, TreeRangeError
 from worthit.decide.calibration import Calibration, answered
+from worthit.decide.feedback import Feedback, FeedbackConflictError, Outcome, Recorded
 from worthit.facts.cache import FactsCache
-from worthit.market.feedback import Feedback, FeedbackConflictError, Outcome, Recorded
 from worthit.market.timeutil import iso
 from worthit.server.caller import tenant_name
 from worthit.server.fields import ENCODABLE

@@ -33,8 +33,8 @@ from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from worthit.db.redis_outage import RedisOutage, ReportsOutage
-from worthit.market.redis_stream import StreamConfig
-from worthit.market.redis_stream import connect as connect_async
+from worthit.market.ingest.redis_stream import StreamConfig
+from worthit.market.ingest.redis_stream import connect as connect_async
 from worthit.server.ratelimit import (
     SECONDS_PER_MINUTE,
     Admission,

@@ -10,7 +10,7 @@ from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.facts.cache import DEFAULT_WARM_S
-from worthit.market.feed import FeedConfig
+from worthit.market.ingest.feed import FeedConfig
 from worthit.market.timeutil import Clock, now_ms
 
 

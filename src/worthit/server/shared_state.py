@@ -26,12 +26,12 @@ from worthit.explain.redis_store import RedisExplanationStore
 from worthit.explain.store import ExplanationStore
 from worthit.facts.cache import FactsCache
 from worthit.facts.redis_tier import RedisSheetTier, evicted_skus, sync_client
+from worthit.market.ingest.redis_stream import StreamConfig
 from worthit.market.redis_pubsub import Channels
-from worthit.market.redis_stream import StreamConfig
 from worthit.server.ratelimit import Limiter, TenantLimiter
 from worthit.server.redis_limiter import RedisLimiter
 from worthit.server.settings import ServiceSettings
-from worthit.server.watch_delivery import WatchService
+from worthit.watches.deliver import WatchService
 
 
 def store_prefix(db_path: str | Path | None) -> str:

@@ -4,7 +4,7 @@
 turning BUY) with a delivery: a signed webhook (its secret is in this answer only) or
 the tenant's SSE stream, `GET /v1/watches/events`. Everything is the calling tenant's:
 another tenant's watch id is a 404, as if it did not exist, so ids cannot be probed.
-Evaluation and delivery are in answer/watches.py and server/watch_delivery.py.
+Evaluation and delivery are in watches/evaluate.py and watches/deliver.py.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from worthit.market.timeutil import now_ms
-from worthit.market.watches import DEMO_TENANT, Condition, Delivery, Watch
-from worthit.server import watch_resume
 from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
 from worthit.server.sse import sse_event
 from worthit.server.state import ServiceState, StateDep
-from worthit.server.watch_delivery import HookUrlError, WatchService, check_hook_url
+from worthit.watches import resume as watch_resume
+from worthit.watches.deliver import HookUrlError, WatchService, check_hook_url
+from worthit.watches.store import DEMO_TENANT, Condition, Delivery, Watch
 
 router = APIRouter(tags=["watches"])
 

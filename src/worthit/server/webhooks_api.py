@@ -31,8 +31,8 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from worthit.market.feed import parse_events
-from worthit.market.sources import MAX_DELIVERY_ID_CHARS
+from worthit.market.ingest.feed import parse_events
+from worthit.market.ingest.webhook_sources import MAX_DELIVERY_ID_CHARS
 from worthit.server.events_api import EventsRequest, event_report, event_service, submit_events
 from worthit.server.problems import ProblemError
 from worthit.server.state import StateDep

@@ -1,7 +1,7 @@
 """Delivering fired watches: signed webhooks, retried, and the tenant's SSE streams.
 
 A webhook is sent at least once. Its delivery (id, body) was written to SQLite when the
-watch fired (market/watches.py), so one that has not had its 2xx when the process stops
+watch fired (watches/store.py), so one that has not had its 2xx when the process stops
 is sent again after the restart, under the same `webhook-id`, for the receiver to drop
 the repeat. Each attempt is signed afresh with Standard Webhooks (the `standardwebhooks`
 package's own signer: HMAC-SHA256 over `id.timestamp.body` under the watch's secret),
@@ -43,10 +43,10 @@ from urllib.parse import urlsplit
 import httpx
 from standardwebhooks import Webhook
 
-from worthit.answer.watches import Notification, WatchEvaluator
 from worthit.facts.cache import FactsCache
 from worthit.market.timeutil import now_ms
-from worthit.market.watches import PendingDelivery, WatchStore
+from worthit.watches.evaluate import Notification, WatchEvaluator
+from worthit.watches.store import PendingDelivery, WatchStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from worthit.market.timeutil import to_ms
-from worthit.market.watches import Watch, WatchState
+from worthit.watches.store import Watch, WatchState
 
 REPLAY_OVERLAP_MS = 5_000
 MAX_ID_CHARS = 200

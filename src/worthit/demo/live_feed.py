@@ -36,8 +36,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from worthit.demo.simulator import _ASPECTS, _EN, _ZH, _poisson
 from worthit.market.events import Event, PriceEvent, ReviewEvent, SalesEvent, StockEvent
-from worthit.market.simulator import _ASPECTS, _EN, _ZH, _poisson
 from worthit.market.store import MarketStore
 from worthit.market.timeutil import DAY_MS, Clock, from_ms, now_ms
 

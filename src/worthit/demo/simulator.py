@@ -68,8 +68,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
+from worthit.demo.names import Kind, Namer, ProductName, brand
 from worthit.market.categories import BY_KEY, CATEGORIES, Category
-from worthit.market.names import Kind, Namer, ProductName, brand
 from worthit.market.records import (
     PriceRecord,
     ProductRecord,

@@ -27,7 +27,7 @@ from worthit.decide.verdict import Verdict, VerdictKind
 from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.timeutil import iso, now_ms
-from worthit.market.watches import Condition, Watch, WatchStore
+from worthit.watches.store import Condition, Watch, WatchStore
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ the webhook deliveries not yet acknowledged: a notification is written here in t
 transaction that marks its watch fired, so a crash between "the condition became true"
 and "the receiver said 2xx" loses nothing (at-least-once) and fires nothing twice.
 
-This is storage only: which condition holds is the answer layer's (answer/watches.py),
-and HTTP delivery the server's (server/watch_delivery.py). A tenant is a name; the
+This is storage only: which condition holds is the answer layer's (watches/evaluate.py),
+and HTTP delivery the server's (watches/deliver.py). A tenant is a name; the
 keyless demo's watches all belong to the tenant "" (`DEMO_TENANT`).
 """
 
