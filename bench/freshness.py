@@ -46,7 +46,7 @@ import redis
 
 from worthit.market.ingest.redis_stream import EVENT_FIELD
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import from_ms, now_ms
+from worthit.text.time import from_ms, now_ms
 
 ROOT = Path(__file__).parents[1]
 WORTHIT = [sys.executable, "-m", "worthit"]

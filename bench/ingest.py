@@ -29,7 +29,7 @@ from worthit.market.apply import Outcome, apply_events
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, EventError, parse_event, parse_json_event
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 START_MS = 1_790_000_000_000
 

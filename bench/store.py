@@ -32,7 +32,7 @@ from worthit.demo.simulator import simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.market.apply import Outcome, apply_events
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import date_to_ms
+from worthit.text.time import date_to_ms
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ingest import batches, parse_ok, raw_events

@@ -15,7 +15,7 @@ import pytest
 
 from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import Clock, date_to_ms, fixed_clock, iso
+from worthit.text.time import Clock, date_to_ms, fixed_clock, iso
 
 SMALL_SKUS = 60
 SMALL_DAYS = 150

@@ -37,7 +37,7 @@ from worthit.market.records import (
     StockRecord,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, fixed_clock, from_ms, iso, to_ms
+from worthit.text.time import DAY_MS, fixed_clock, from_ms, iso, to_ms
 
 from conftest import MARKET_END, MARKET_NOW_MS, market_clock
 

@@ -19,7 +19,7 @@ from worthit.facts.category_events import MIN_PRODUCTS
 from worthit.facts.sheet import CategoryOccurrence, EventFact, FactSheet
 from worthit.market.records import PriceRecord, ProductRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 from factories import make_event, make_plain_sheet
 

@@ -18,7 +18,7 @@ from worthit.decide.rules import decide_verdict
 from worthit.demo.simulator import HEROES_FROM_SKUS, simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 END_DAYS = [date(2026, 1, 1) + timedelta(days=n) for n in range(365)]
 DAYS = 60

@@ -23,7 +23,7 @@ from worthit.market.ingest.importer import LineError, import_lines, parse_line
 from worthit.market.records import PriceRecord, ProductRecord, PromotionRecord
 from worthit.market.schema import migrate
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 from factories import make_offer, make_plain_sheet, make_promotion
 

@@ -31,7 +31,7 @@ from worthit.market.events import (
     parse_json_event,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import fixed_clock, to_ms
+from worthit.text.time import fixed_clock, to_ms
 
 ROOT = Path(__file__).parents[1]
 NOW = to_ms(datetime(2026, 3, 1, 12, 0))

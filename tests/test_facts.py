@@ -19,7 +19,7 @@ from worthit.market.records import (
     StockRecord,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 NOW = datetime(2026, 6, 30, 12, 0, tzinfo=UTC)
 AT = to_ms(NOW)

@@ -22,7 +22,7 @@ from worthit.facts.sheet import FactSheet
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, EventError, parse_event
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, market_clock
 

@@ -20,7 +20,7 @@ from worthit.facts.sheet import FactSheet
 from worthit.market.events import EventError, parse_event
 from worthit.market.redis_pubsub import Channels
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, market_clock
 from redis_fixtures import PrivateRedis, private_redis, redis_prefix

@@ -17,7 +17,7 @@ from worthit.facts.builder import FactsBuilder
 from worthit.facts.sheet import FactSheet
 from worthit.market.records import PriceRecord, ProductRecord, PromotionRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 from factories import make_claim, make_event, make_plain_sheet
 

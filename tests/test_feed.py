@@ -33,8 +33,8 @@ from worthit.market.ingest.feed import (
 )
 from worthit.market.ingest.redis_stream import Backoff
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
 from worthit.server.app import create_app
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS
 from live_server import LiveServer

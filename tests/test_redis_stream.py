@@ -36,8 +36,8 @@ from worthit.market.ingest.redis_stream import (
     StreamPublisher,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
 from worthit.server.app import create_app
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, run_cli
 from live_server import LiveServer

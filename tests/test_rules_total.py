@@ -26,7 +26,7 @@ from worthit.market.records import (
     minor_unit,
 )
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 CURRENCIES = ("USD", "JPY", "CNY", "KWD")

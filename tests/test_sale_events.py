@@ -23,7 +23,7 @@ from worthit.facts.sheet import FactSheet
 from worthit.market.entities import PricePoint
 from worthit.market.records import PriceRecord, ProductRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import date_to_ms, to_ms
+from worthit.text.time import date_to_ms, to_ms
 
 from factories import make_event, make_plain_sheet, make_promotion
 

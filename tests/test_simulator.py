@@ -16,7 +16,7 @@ from worthit.facts.builder import FactsBuilder
 from worthit.market.categories import CATEGORIES
 from worthit.market.records import ProductRecord, PromotionRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, date_to_ms
+from worthit.text.time import DAY_MS, date_to_ms
 
 END = date(2025, 11, 30)
 SKUS, DAYS, SEED = 60, 120, 11

@@ -18,7 +18,7 @@ from worthit.market.apply import Outcome, apply_events
 from worthit.market.events import Event, EventError, parse_event
 from worthit.market.records import ProductRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import fixed_clock
+from worthit.text.time import fixed_clock
 
 NOW = 1_780_000_000_000
 SKUS = [f"P{i}" for i in range(12)]

@@ -21,7 +21,7 @@ from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import LIVE_KEY, FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, iso
+from worthit.text.time import DAY_MS, iso
 
 from conftest import MARKET_NOW_MS, market_clock
 
@@ -89,6 +89,7 @@ def test_a_sheet_rebuilt_at_a_new_moment_is_decided_again(sheets: list[FactSheet
     assert cache.verdict(rebuilt, "en") is first
     assert cache.verdict(rebuilt, "en") is first
     assert (cache.hits, cache.misses, len(cache)) == (1, 2, 1)
+
     def early(sheet: FactSheet) -> FactSheet:
         return replace(sheet, as_of="2000-01-01T00:00:00Z")  # its offer starts later
 

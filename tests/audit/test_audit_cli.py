@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from worthit.audit.log import AuditLog, CheckpointPolicy
 from worthit.audit.wire import leaf_to_dict, proof_to_dict
 from worthit.cli.app import app
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 runner = CliRunner()
 SIZE = 320

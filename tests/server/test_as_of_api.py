@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from worthit.decide.as_of import end_of_day_ms
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 from conftest import MARKET_END, run_cli
 from live_server import LiveServer

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 
 from worthit.market.events import SCHEMA_ID
-from worthit.market.timeutil import iso, now_ms
 from worthit.server.app import create_app
 from worthit.server.events_api import MAX_EVENTS
 from worthit.server.settings import ServiceSettings
 from worthit.server.tenants import TenantStore
+from worthit.text.time import iso, now_ms
 
 from conftest import MARKET_NOW_MS
 from live_server import LiveServer

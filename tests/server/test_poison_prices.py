@@ -10,7 +10,7 @@ import httpx
 
 from worthit.market.records import PriceRecord
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS
 from service_fixtures import market_copy, serving

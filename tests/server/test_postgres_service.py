@@ -11,8 +11,8 @@ import pytest
 
 from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
 from worthit.server.tenants import TenantStore
+from worthit.text.time import iso
 
 from conftest import MARKET_END, MARKET_NOW_MS, postgres_schema
 from service_fixtures import serving

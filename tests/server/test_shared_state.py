@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import redis
 
-from worthit.market.timeutil import iso
 from worthit.server.app import create_app
 from worthit.server.shared_state import store_prefix
 from worthit.server.tenants import TenantStore
+from worthit.text.time import iso
 from worthit.watches.store import Condition, Delivery, WatchStore
 
 from conftest import MARKET_NOW_MS

@@ -23,9 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks import Webhook
 
-from worthit.market.timeutil import iso
 from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
+from worthit.text.time import iso
 from worthit.watches.deliver import HookUrlError, RetryPolicy, check_hook_url
 
 from conftest import MARKET_NOW_MS

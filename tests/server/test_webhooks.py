@@ -20,9 +20,9 @@ from standardwebhooks.webhooks import Webhook
 
 from worthit.market.ingest.webhook_sources import SourceStore
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import iso
 from worthit.server.app import create_app
 from worthit.server.tenants import TenantStore
+from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, run_cli
 from live_server import LiveServer

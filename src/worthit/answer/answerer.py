@@ -39,8 +39,8 @@ from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, Store
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import Clock, iso, now_ms
 from worthit.text.sentences import sentence_ends
+from worthit.text.time import Clock, iso, now_ms
 
 log = logging.getLogger(__name__)
 

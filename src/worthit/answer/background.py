@@ -28,7 +28,7 @@ from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import ExplanationRun
 from worthit.explain.store import ExplanationStore, StoredExplanation
-from worthit.market.timeutil import now_ms
+from worthit.text.time import now_ms
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from worthit.answer.events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Explanation
 from worthit.facts.sheet import FactSheet
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 
 def verdict_payload(decision: Decision) -> dict[str, Any]:

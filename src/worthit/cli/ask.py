@@ -36,7 +36,7 @@ from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import fixed_clock, iso, now_ms
+from worthit.text.time import fixed_clock, iso, now_ms
 
 EXIT_UNKNOWN = 3
 EXIT_AMBIGUOUS = 4

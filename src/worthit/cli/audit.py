@@ -34,7 +34,7 @@ from worthit.audit.record import AuditRecord
 from worthit.audit.store import AuditPaths, LogReader
 from worthit.cli.options import DbOption, JsonOption, audit_paths, market_db
 from worthit.cli.progress import stderr
-from worthit.market.timeutil import date_to_ms, iso, to_ms
+from worthit.text.time import date_to_ms, iso, to_ms
 
 EXIT_FAILED = 1
 EXIT_UNREADABLE = 2

@@ -13,7 +13,7 @@ from worthit.audit.store import AuditPaths
 from worthit.db.open import POSTGRES_SCHEMES, is_postgres, url_scheme
 from worthit.decide.as_of import check_as_of, parse_as_of
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import now_ms
+from worthit.text.time import now_ms
 
 DB_ENV = "WORTHIT_DB"
 

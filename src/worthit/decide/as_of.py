@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
-from worthit.market.timeutil import date_to_ms, from_ms, iso, to_ms
+from worthit.text.time import date_to_ms, from_ms, iso, to_ms
 
 
 def parse_as_of(text: str) -> int:

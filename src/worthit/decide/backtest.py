@@ -33,7 +33,7 @@ from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
 from worthit.facts.builder import FactsBuilder, ProductHistory, effective_price_at
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import from_ms
+from worthit.text.time import from_ms
 
 DEFAULT_EVERY = 7
 DEFAULT_HORIZON = 30

@@ -39,7 +39,7 @@ from datetime import timedelta
 from worthit.demo.simulator import _ASPECTS, _EN, _ZH, _poisson
 from worthit.market.events import Event, PriceEvent, ReviewEvent, SalesEvent, StockEvent
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, Clock, from_ms, now_ms
+from worthit.text.time import DAY_MS, Clock, from_ms, now_ms
 
 LIVE_SOURCE = "live"
 PRICE_MOVE_CHANCE = 1 / 120

@@ -40,7 +40,7 @@ from worthit.explain.store import (
     ExplanationStore,
     StoredExplanation,
 )
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 log = logging.getLogger(__name__)
 

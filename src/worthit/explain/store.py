@@ -20,7 +20,7 @@ from typing import Protocol
 from worthit.db.connection import Connection
 from worthit.db.migrations import Migration, migrate_component
 from worthit.db.open import open_database
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 DEFAULT_CAPACITY = 100_000
 """Explanations kept (about 250 bytes each): 2,000 products in two languages are 4,000."""

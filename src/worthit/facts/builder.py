@@ -48,7 +48,7 @@ from worthit.facts.stats import (
 )
 from worthit.market.entities import PricePoint, Product, Promotion, SalesDay, StockLevel
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import DAY_MS, Clock, day_iso, from_ms, iso, now_ms
+from worthit.text.time import DAY_MS, Clock, day_iso, from_ms, iso, now_ms
 
 WINDOWS = (30, 90, 180)
 RECENT_RATING_DAYS = 30

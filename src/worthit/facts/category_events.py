@@ -35,7 +35,7 @@ from worthit.facts.sale_calendar import (
 from worthit.facts.sheet import CategoryOccurrence
 from worthit.facts.stats import median
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import from_ms
+from worthit.text.time import from_ms
 
 MIN_PRODUCTS = 5
 """Products measured at an occurrence before their median stands for the category's."""

@@ -16,7 +16,7 @@ from typing import Literal
 
 from worthit.facts.builder import PRIOR_WEIGHT, FactsBuilder
 from worthit.facts.stats import bayesian_average
-from worthit.market.timeutil import DAY_MS, from_ms
+from worthit.text.time import DAY_MS, from_ms
 
 Metric = Literal["sales", "rating"]
 MAX_CACHED = 256

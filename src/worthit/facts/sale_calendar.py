@@ -21,7 +21,7 @@ from functools import lru_cache
 from worthit.facts.sheet import CategoryOccurrence, EventFact
 from worthit.facts.stats import median
 from worthit.market.entities import PricePoint
-from worthit.market.timeutil import DAY_MS, date_to_ms, from_ms
+from worthit.text.time import DAY_MS, date_to_ms, from_ms
 
 HORIZON_DAYS = 30
 """How far ahead an event is "coming": the backtest's horizon, and a wait a shopper accepts."""

@@ -37,7 +37,7 @@ from enum import StrEnum
 from worthit.db.connection import Connection
 from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 _EVENT_ERRORS = (OverflowError, RecursionError, ValueError)
 """What one event can cause, with the database's row errors (`Errors.row`); a full disk

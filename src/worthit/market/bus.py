@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from worthit.market.apply import BatchReport, EventResult, Outcome, apply_events
 from worthit.market.events import Event
 from worthit.market.store import MarketStore
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from worthit.market.records import (
     SalesRecord,
     StockRecord,
 )
-from worthit.market.timeutil import date_to_ms
+from worthit.text.time import date_to_ms
 
 SCHEMA_VERSION = 1
 SCHEMA_ID = f"https://worthit.dev/schemas/events/v{SCHEMA_VERSION}.json"

@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 
 Sku = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
 MAX_COUNT = 2**63 - 1

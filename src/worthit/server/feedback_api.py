@@ -20,11 +20,11 @@ from worthit.audit import AuditLog, AuditRecord, TreeRangeError
 from worthit.decide.calibration import Calibration, answered
 from worthit.decide.feedback import Feedback, FeedbackConflictError, Outcome, Recorded
 from worthit.facts.cache import FactsCache
-from worthit.market.timeutil import iso
 from worthit.server.caller import tenant_name
 from worthit.server.fields import ENCODABLE
 from worthit.server.problems import ProblemError
 from worthit.server.state import StateDep
+from worthit.text.time import iso
 
 router = APIRouter(tags=["feedback"])
 

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from worthit.decide.rules import decide_verdict
-from worthit.market.timeutil import DAY_MS, iso
 from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
 from worthit.server.state import StateDep
+from worthit.text.time import DAY_MS, iso
 
 router = APIRouter(tags=["products"])
 

@@ -11,7 +11,7 @@ from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.market.ingest.feed import FeedConfig
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from worthit.market.timeutil import now_ms
 from worthit.server.caller import request_tenant
 from worthit.server.problems import ProblemError
 from worthit.server.sse import sse_event
 from worthit.server.state import ServiceState, StateDep
+from worthit.text.time import now_ms
 from worthit.watches import resume as watch_resume
 from worthit.watches.deliver import HookUrlError, WatchService, check_hook_url
 from worthit.watches.store import DEMO_TENANT, Condition, Delivery, Watch

@@ -44,7 +44,7 @@ import httpx
 from standardwebhooks import Webhook
 
 from worthit.facts.cache import FactsCache
-from worthit.market.timeutil import now_ms
+from worthit.text.time import now_ms
 from worthit.watches.evaluate import Notification, WatchEvaluator
 from worthit.watches.store import PendingDelivery, WatchStore
 

@@ -26,7 +26,7 @@ from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Verdict, VerdictKind
 from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
-from worthit.market.timeutil import iso, now_ms
+from worthit.text.time import iso, now_ms
 from worthit.watches.store import Condition, Watch, WatchStore
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from worthit.market.timeutil import to_ms
+from worthit.text.time import to_ms
 from worthit.watches.store import Watch, WatchState
 
 REPLAY_OVERLAP_MS = 5_000

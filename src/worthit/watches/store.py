@@ -26,7 +26,7 @@ from typing import Any
 
 from worthit.db.migrations import Migration, migrate_component
 from worthit.db.open import open_database
-from worthit.market.timeutil import iso
+from worthit.text.time import iso
 
 DEMO_TENANT = ""
 SECRET_PREFIX = "whsec_"

@@ -42,7 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 from worthit.market.apply import EventResult, Outcome
 from worthit.market.events import Event, EventError, SourceName, parse_event
 from worthit.market.ingest.redis_stream import Apply, Backoff
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 log = logging.getLogger(__name__)
 

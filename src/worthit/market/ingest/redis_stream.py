@@ -50,7 +50,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from worthit.market.apply import EventResult, Outcome
 from worthit.market.events import Event, EventError, parse_json_event
-from worthit.market.timeutil import Clock, now_ms
+from worthit.text.time import Clock, now_ms
 
 log = logging.getLogger(__name__)
 
