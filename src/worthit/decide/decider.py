@@ -23,7 +23,7 @@ from worthit.decide.verdict_cache import VerdictCache
 from worthit.facts.cache import FactsCache
 from worthit.facts.rankings import RankedItem, Rankings
 from worthit.facts.sheet import FactSheet
-from worthit.market.categories import BY_KEY
+from worthit.market.categories import BY_KEY, category_name
 from worthit.market.store import MarketStore
 
 DEFAULT_TOP_N = 3
@@ -126,7 +126,7 @@ class Decider:
         language: str | None = None,
         at_ms: int | None = None,
     ) -> Decision:
-        """`language` ("en"/"zh") overrides the one detected in the question; `at_ms`
+        """`language` ("en"/"zh"/"ja") overrides the one detected in the question; `at_ms`
         takes the decision as of that moment (see `as_of`), from the rows stamped by then."""
         decision = self._decide(question, sku, language, at_ms)
         decision.as_of_ms = at_ms
@@ -141,7 +141,7 @@ class Decider:
     ) -> Decision:
         clock = _Clock()
         intent = self._parse(question)
-        if language in ("en", "zh") and language != intent.language:
+        if language in ("en", "zh", "ja") and language != intent.language:
             intent = replace(intent, language=language)  # type: ignore[arg-type]
         clock.lap("intent")
         if sku is not None:
@@ -258,12 +258,10 @@ class Decider:
         )
         clock.lap("facts")
         category = BY_KEY.get(intent.category or "")
-        category_name = (
-            (category.zh if intent.language == "zh" else category.en) if category else "products"
-        )
+        shown_category = category_name(category, intent.language) if category else "products"
         if not items:
             empty = "top_empty" if intent.budget is None else "top_empty_budget"
-            shown = {"days": days, "category": category_name, "budget": number(intent.budget or 0)}
+            shown = {"days": days, "category": shown_category, "budget": number(intent.budget or 0)}
             text = sentence(empty, intent.language, shown)
             summary: tuple[Reason, ...] = (Reason(empty, Polarity.INFO, {"days": days}, text),)
         else:

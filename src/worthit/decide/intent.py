@@ -1,4 +1,4 @@
-"""A shopper's question, in English or Chinese, turned into what they ask and about what.
+"""A shopper's question, in English, Chinese or Japanese, turned into what they ask and about what.
 
 Rules rather than a model: intent parsing sits on the ≤ 25 ms path to the first SSE byte,
 so it has to cost microseconds and be explainable when it is wrong. Phrases come in small
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from worthit.market.categories import CATEGORIES
+from worthit.market.categories import CATEGORIES, synonyms
 
 MAX_QUESTION_CHARS = 500
 """Longer input is truncated: no shopping question needs more, and it bounds the work."""
 
-Language = Literal["en", "zh"]
+Language = Literal["en", "zh", "ja"]
 Metric = Literal["sales", "rating"]
 
 
@@ -231,18 +231,67 @@ _PLATFORM_ZH = (
 _NOW_EN = (r"\b(?:right\s+now|at\s+the\s+moment|these\s+days)\b",)
 _NOW_ZH = (r"现在|目前|当前|此刻|这会儿",)
 
+# Japanese: the same families. A question ends in a particle or a polite form
+# ("ですか", "でしょうか"), cut with the phrase it closes.
+_JA_ASK = r"(?:です|でしょう|ます)?か?(?:ね|な)?"
+_JA_UNIT = r"(?:ヶ|か|カ|ヵ|ケ)?(日|週|月|年)(?:間)?"
+_WINDOW_JA = (
+    rf"(?:最近|直近|過去|ここ)の?\s*({_NUM})\s*{_JA_UNIT}",
+    r"(?:今|本)(週|月|年)",
+)
+_TOP_N_JA = (
+    rf"(?:トップ|ベスト|上位)\s*({_NUM})\s*(?:位|件|つ|個|選)?",
+    rf"(?<![\d.])({_NUM})\s*選",
+)
+_BUDGET_JA = (
+    rf"予算(?:は|が)?\s*[¥￥]?\s*{_MONEY}\s*円?(?:以下|以内|まで|未満|くらい|ぐらい)?",
+    rf"[¥￥]?\s*{_MONEY}\s*円?\s*(?:以下|以内|まで|未満|より安い)",
+)
+_RANK_JA = (
+    r"売れ筋|人気ランキング|ランキング|人気の?|一番売れ(?:てる|ている)|売れてる|売れている",
+    r"(?:評価|レビュー|口コミ)(?:が|の)?(?:高い|いい|良い)",
+)
+_WAIT_JA = (
+    r"待つべき" + _JA_ASK + r"|待った方が(?:いい|良い)" + _JA_ASK + r"|待(?:つ|ち|って)",
+    r"買い時" + _JA_ASK,
+    r"値下がり(?:する|します|しそう)?" + _JA_ASK + r"|安くなる(?:まで|の)?" + _JA_ASK,
+    r"セール(?:を|まで)(?:待[つちっ]て?)?|セール待ち|ブラックフライデー|プライムデー|初売り|いつ買う",
+)
+_WORTH_JA = (
+    r"買うべき" + _JA_ASK + r"|買う価値(?:は|が)?(?:ある|あります)" + _JA_ASK,
+    r"(?:って|は)?買い(?!時|物)(?:です|でしょう)?か?|お得"
+    + _JA_ASK
+    + r"|おすすめ"
+    + _JA_ASK
+    + r"|コスパ(?:は|が)?(?:いい|良い)?"
+    + _JA_ASK,
+    r"安い" + _JA_ASK + r"|どう(?:です|でしょう)か|(?:いい|良い)(?:です|でしょう)か",
+)
+_COMPARE_JA = (
+    r"どっち(?:が)?(?:いい|良い|おすすめ|買い)?" + _JA_ASK,
+    r"どちら(?:が)?(?:いい|良い|おすすめ|買い)?" + _JA_ASK + r"|比較|違い|比べ(?:て|る)?",
+)
+_RATING_JA = (r"評価|レビュー|口コミ|星",)
+_SALES_JA = (r"売れ筋|売上|販売数|売れ|人気",)
+_PLATFORM_JA = (
+    r"(?:アマゾン|Amazon|楽天|ヤフー|ヨドバシ|ビックカメラ)(?:市場|ショッピング)?(?:で|の)",
+)
+_NOW_JA = (r"今|現在|いま",)
+
 # Earlier families win where two phrases start at the same place.
+# The second table of each family holds Chinese and Japanese: both are tried at the same
+# places (non-ASCII characters and digits), and no phrase of one is a phrase of the other.
 _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "window": (_WINDOW_EN, _WINDOW_ZH),
-    "budget": (_BUDGET_EN, _BUDGET_ZH),
-    "top_n": (_TOP_N_EN, _TOP_N_ZH),
-    "rank": (_RANK_EN, _RANK_ZH),
-    "wait": (_WAIT_EN, _WAIT_ZH),
-    "worth": (_WORTH_EN, _WORTH_ZH),
-    "compare": (_COMPARE_EN, _COMPARE_ZH),
-    "metric": (_RATING_EN + _SALES_EN, _RATING_ZH + _SALES_ZH),
-    "platform": (_PLATFORM_EN, _PLATFORM_ZH),
-    "now": (_NOW_EN, _NOW_ZH),
+    "window": (_WINDOW_EN, _WINDOW_ZH + _WINDOW_JA),
+    "budget": (_BUDGET_EN, _BUDGET_ZH + _BUDGET_JA),
+    "top_n": (_TOP_N_EN, _TOP_N_ZH + _TOP_N_JA),
+    "rank": (_RANK_EN, _RANK_ZH + _RANK_JA),
+    "wait": (_WAIT_EN, _WAIT_ZH + _WAIT_JA),
+    "worth": (_WORTH_EN, _WORTH_ZH + _WORTH_JA),
+    "compare": (_COMPARE_EN, _COMPARE_ZH + _COMPARE_JA),
+    "metric": (_RATING_EN + _SALES_EN, _RATING_ZH + _SALES_ZH + _RATING_JA + _SALES_JA),
+    "platform": (_PLATFORM_EN, _PLATFORM_ZH + _PLATFORM_JA),
+    "now": (_NOW_EN, _NOW_ZH + _NOW_JA),
 }
 _PUNCTUATION = (
     r"[?!,;:。，；：！？…()\[\]{}（）【】《》「」『』\"“”]|\s[-–—~]+\s|[–—]+|\.(?:\s|$)|\.{2,}"
@@ -270,11 +319,11 @@ _SCANNER = _scanner()
 # A cut phrase becomes this; normalise() removes control characters, so no mention has it.
 _CUT = "\x00"
 
-_WINDOWS = tuple(re.compile(p, _FLAGS) for p in (*_WINDOW_EN, *_WINDOW_ZH))
-_BUDGETS = tuple(re.compile(p, _FLAGS) for p in (*_BUDGET_EN, *_BUDGET_ZH))
-_TOP_N = _compile(*_TOP_N_EN, *_TOP_N_ZH)
-_RATING = _compile(*_RATING_EN, *_RATING_ZH)
-_SALES = _compile(*_SALES_EN, *_SALES_ZH)
+_WINDOWS = tuple(re.compile(p, _FLAGS) for p in (*_WINDOW_EN, *_WINDOW_ZH, *_WINDOW_JA))
+_BUDGETS = tuple(re.compile(p, _FLAGS) for p in (*_BUDGET_EN, *_BUDGET_ZH, *_BUDGET_JA))
+_TOP_N = _compile(*_TOP_N_EN, *_TOP_N_ZH, *_TOP_N_JA)
+_RATING = _compile(*_RATING_EN, *_RATING_ZH, *_RATING_JA)
+_SALES = _compile(*_SALES_EN, *_SALES_ZH, *_SALES_JA)
 _UNIT_DAYS = {
     "d": 1,
     "w": 7,
@@ -284,6 +333,7 @@ _UNIT_DAYS = {
     "天": 1,
     "日": 1,
     "周": 7,
+    "週": 7,
     "星": 7,
     "礼": 7,
     "月": 30,
@@ -295,12 +345,14 @@ _MULTIPLIERS = {"k": 1000.0, "千": 1000.0, "万": 10000.0}
 _COMPARE_CUE = _compile(
     r"\b(?:compare[sd]?|comparison|difference|which|better|versus|vs|pk|than)\b",
     r"比较|相比|对比|比一比|哪个|哪款|哪一个|哪一款|区别|差别|更好|更值|选哪",
+    r"どっち|どちら|比較|違い|比べ",
 )
 # Where one operand ends and the next begins.
 _CONNECTOR = _compile(
     r"\s+(?:or|and|with|to|than|against)\s+",
     r"\s*\b(?:vs|v\.?s|versus|pk)\b\.?\s*",
     r"还是|或者|对比|和|与|跟|、|/|\s&\s",
+    r"それとも|または|と(?![\u3040-\u309f])|か(?=\s*[^\u3040-\u309f\s])",
 )
 
 # --- trimming mentions ---------------------------------------------------------------------
@@ -319,9 +371,11 @@ _ZH_LEADING = """
 请问 问一下 问下 我想知道 我想 我要 想问 想 你觉得 觉得 帮我 给我 看看 看一下 看下
 这个 这款 这台 这部 那个 那款 这 那 买 入手 购买 要不要 是不是 一下 能不能 可不可以 应该
 还 就 你好 您好 嗨 谢谢 和 与 跟 或 我 你 的
+この その あの これ それ 私 僕 今 は の
 """
 _ZH_TRAILING = """
 的 吗 呢 吧 啊 呀 嘛 么 了 哦 好 买 入手 一下 怎么样 如何 价格 多少钱 你好 谢谢 和 与 跟 还 是 比
+は が を の って に も で と か ね よ な を買う 買う 買って 教えて ください です
 """
 _EN_STOP_SET = frozenset(_EN_STOPWORDS.split())
 _EN_STOP_SET_REVERSED = frozenset(w[::-1] for w in _EN_STOP_SET)
@@ -332,6 +386,7 @@ _ASCII_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?(?![A-Za-z0-9])")
 _EDGE_JUNK = " '\"`*_#~^|\\<>.,;:!?()[]{}-–—·…、。"
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_KANA = re.compile(r"[\u3041-\u3096\u30a1-\u30fa]")
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
 _UPPER = re.compile(r"[A-Z]")
 _DIGIT = re.compile(r"\d", re.ASCII)
@@ -347,7 +402,7 @@ def _category_rules() -> tuple[tuple[str, re.Pattern[str], str], ...]:
     """
     rules = []
     for category in CATEGORIES:
-        for word in (*category.synonyms_en, *category.synonyms_zh):
+        for word in synonyms(category):
             if word.isascii():
                 parts = re.split(r"[\s-]+", word.lower())
                 body = r"[\s-]?".join(re.escape(p) for p in parts)
@@ -364,7 +419,7 @@ _CATEGORY_RULES = _category_rules()
 _CATEGORY_WORDS = frozenset(
     f"{' '.join(word.lower().replace('-', ' ').split())}{plural}"
     for category in CATEGORIES
-    for word in (*category.synonyms_en, *category.synonyms_zh)
+    for word in synonyms(category)
     for plural in ("", "s", "es")
 )
 
@@ -544,10 +599,14 @@ def _is_category(text: str) -> bool:
 
 
 def _language(text: str) -> Language:
-    """Han characters against Latin words, so that "NC700和Q5哪个好" counts as Chinese.
+    """Kana make it Japanese (Chinese has none); otherwise Han characters against Latin
+    words, so that "NC700和Q5哪个好" counts as Chinese.
 
-    A product code inside a Chinese sentence must not turn the answer into English.
+    A product code inside a Chinese or Japanese sentence must not turn the answer into
+    English.
     """
+    if _KANA.search(text):
+        return "ja"
     han = len(_HAN.findall(text))
     return "zh" if han and han >= len(_LATIN_WORD.findall(text)) else "en"
 

@@ -1,4 +1,4 @@
-"""One sentence per reason code, in English and Chinese.
+"""One sentence per reason code, in English, Chinese and Japanese.
 
 The numbers are formatted through here (money by `worthit.text.money`), so what a
 reason says is exactly what its `numbers` hold, and the grounding guard can trust both.
@@ -226,14 +226,127 @@ _ZH: dict[str, str] = {
 }
 
 
+_JA: dict[str, str] = {
+    "no_price": "この商品の価格記録はまだありません。",
+    "unusable_price": (
+        "この商品の価格記録に0以下のものがあり、販売元がデータを直すまで価格を判断できません。"
+    ),
+    "few_observations": (
+        "{days_tracked}日間で価格記録が{observations}件しかありません。判断には{min_observations}件以上必要です。"
+    ),
+    "near_all_time_low": "現在{current}で、過去最安値{low}（{low_at}）との差は{gap_pct}%です。",
+    "at_all_time_low": "現在{current}で、過去最安値です（直近は{low_at}）。",
+    "low_not_established": (
+        "追跡期間が{days_tracked}日のため、過去最安値{low}はまだ目安になりません（{min_days}日必要）。"
+    ),
+    "below_90d_avg": "90日平均{avg90}より{delta_pct}%安いです。",
+    "above_90d_avg": "90日平均{avg90}より{delta_pct}%高いです。",
+    "near_90d_avg": "価格は90日平均{avg90}とほぼ同じです。",
+    "low_percentile": "今の価格は直近90日の価格の{share}%より安いです。",
+    "high_percentile": "今の価格は直近90日の価格の{share}%より高いです。",
+    "price_falling": "直近30日で価格が{drop_pct}%下がりました。",
+    "was_price_untrusted": (
+        "販売元の表示する元値{list_price}は信用できません。90日間の価格の中央値は{median90}です。"
+    ),
+    "upcoming_sale": (
+        "{days}日後に{name}が始まり、価格は{promo_price}で今より{saving_pct}%安くなります。"
+    ),
+    "active_promotion": "{name}を{ends}まで実施中で、価格は{promo_price}です。",
+    "upcoming_offer": (
+        "{days}日後に{name}（{terms}）が始まります。今の価格なら1点{promo_price}で、"
+        "今の{today}より{saving_pct}%安くなります。"
+    ),
+    "effective_price": "{name}（{terms}）を使うと1点{effective}です（現在{current} − {cut}）。",
+    "offer_short": (
+        "{name}（{terms}）は1点では使えません。現在{current}で、必要な{floor}に届きません。"
+    ),
+    "terms_percent": "{percent_off}%オフ",
+    "terms_threshold": "{threshold}以上で{save}引き",
+    "terms_coupon": "{save}引きクーポン",
+    "terms_coupon_min": "{min_spend}以上で{save}引きクーポン",
+    "terms_coupon_percent": "{percent_off}%オフクーポン",
+    "terms_coupon_percent_min": "{min_spend}以上で{percent_off}%オフクーポン",
+    "fake_discount": (
+        "{name}：{price}は{reference}から{claimed_pct}%オフとされていますが、値下げ前{prior_days}日間の"
+        "最安値は{prior_low}で、実際の値引きは{true_pct}%です。"
+    ),
+    "fake_discount_none": (
+        "{name}：{price}は{reference}から{claimed_pct}%オフとされていますが、値下げ前{prior_days}日間の"
+        "最安値は{prior_low}で、実際には値引きになっていません。"
+    ),
+    "pre_sale_hike": (
+        "{name}の前に値上げされています。直近{raise_days}日で価格が{raised_from}から{raised_pct}%上がりました。"
+    ),
+    "pre_sale_hike_on": (
+        "{name}の前に値上げされていました。開始前{raise_days}日で価格が{raised_from}から{raised_pct}%上がりました。"
+    ),
+    "sale_event": (
+        "{days}日後は{name}です。過去{count}回の{name}では、この商品はその前{window_days}日より"
+        "{low_pct}%〜{high_pct}%安く、{price_from}〜{price_to}になる見込みです（現在{current}）。"
+    ),
+    "sale_event_once": (
+        "{days}日後は{name}です。前回の{name}では、この商品はその前{window_days}日より{high_pct}%安く、"
+        "{price_from}になる見込みです（現在{current}）。"
+    ),
+    "sale_event_category": (
+        "{days}日後は{name}です。この商品の過去の{name}価格はありませんが、過去{count}回の{name}で"
+        "{category}はその前{window_days}日より通常{low_pct}%〜{high_pct}%安く（{products}商品以上の"
+        "中央値）、{price_from}〜{price_to}になる見込みです（現在{current}）。"
+    ),
+    "sale_event_category_once": (
+        "{days}日後は{name}です。この商品の過去の{name}価格はありませんが、前回の{name}で{category}は"
+        "その前{window_days}日より通常{high_pct}%安く（{products}商品の中央値）、{price_from}になる"
+        "見込みです（現在{current}）。"
+    ),
+    "sale_event_category_events": (
+        "{days}日後は{name}です。過去の{name}の記録はありませんが、直近{count}回の大型セール（{events}）で"
+        "{category}はその前{window_days}日より通常{low_pct}%〜{high_pct}%安く（{products}商品以上の"
+        "中央値）、{price_from}〜{price_to}になる見込みです（現在{current}）。"
+    ),
+    "sale_event_category_events_once": (
+        "{days}日後は{name}です。過去の{name}の記録はありませんが、前回の大型セール（{events}）で"
+        "{category}はその前{window_days}日より通常{high_pct}%安く（{products}商品の中央値）、"
+        "{price_from}になる見込みです（現在{current}）。"
+    ),
+    "quality_floor": "評価が低めです：{count}件のレビューで、カテゴリ補正後{rating}/5です。",
+    "rating_falling": (
+        "最近の評価が下がっています：直近{recent_days}日は{recent}/5、それ以前は{earlier}/5です。"
+    ),
+    "well_rated": "評価は良好です：{count}件のレビューで{rating}/5です。",
+    "out_of_stock": "現在在庫切れです。",
+    "over_budget": "現在{current}で、予算{budget}を超えています。",
+    "top_budget": "今日の価格が{budget}以下の商品だけを挙げています。",
+    "low_stock": "在庫は残り{quantity}点です。",
+    "compare_pick": (
+        "{title}の方がおすすめです：判定は「{kind}」、{other_title}は「{other_kind}」です。"
+    ),
+    "compare_pick_rating": (
+        "{title}の方がおすすめです：どちらも「{kind}」ですが、評価は{rating}/5で、"
+        "{other_title}は{other_rating}/5です。"
+    ),
+    "compare_tie": (
+        "どちらとも言えません：{title}は「{kind}」、{other_title}は「{other_kind}」です。"
+    ),
+    "top_sales": "{rank}位 {title}：直近{days}日で{value}点販売。",
+    "top_rating": "{rank}位 {title}：直近{days}日のレビュー{count}件で評価{value}/5。",
+    "top_empty": "直近{days}日に売上やレビューのある{category}はありません。",
+    "top_empty_budget": (
+        "直近{days}日に売上やレビューのある、今日の価格が{budget}以下の{category}はありません。"
+    ),
+}
+
+
 def number(value: float) -> str:
     """One decimal, without a trailing .0, so '12%' and '12.5%' both read naturally."""
     text = f"{value:.1f}"
     return text[:-2] if text.endswith(".0") else text
 
 
+_TABLES = {"en": _EN, "zh": _ZH, "ja": _JA}
+
+
 def sentence(code: str, language: str, values: Mapping[str, object]) -> str:
-    table = _ZH if language == "zh" else _EN
+    table = _TABLES.get(language, _EN)
     return table[code].format(**values)
 
 

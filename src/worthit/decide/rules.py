@@ -15,7 +15,7 @@ from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.cache import LIVE_KEY
 from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
-from worthit.market.categories import BY_KEY
+from worthit.market.categories import BY_KEY, category_name
 from worthit.text.money import money
 
 
@@ -380,7 +380,7 @@ def _claimed_discount(r: _Reasons, t: Thresholds) -> None:
     claim = s.discount_claim
     if claim is None or claim.prior_low is None:
         return
-    name = claim.name or _TODAY[r.language == "zh"]
+    name = claim.name or _TODAY.get(r.language, _TODAY["en"])
     event = _coming_sale(s, t)
     ahead = claim.source == "list_price" or _starts_later(claim.started, s.as_of)
     if claim.source == "promotion" or event is not None:
@@ -389,7 +389,7 @@ def _claimed_discount(r: _Reasons, t: Thresholds) -> None:
             sale = (
                 claim.name
                 if claim.source == "promotion" or event is None
-                else (event.name_zh if r.language == "zh" else event.name_en)
+                else _event_name(event, r.language)
             )
             r.add(
                 "pre_sale_hike",
@@ -432,7 +432,7 @@ def _claimed_discount(r: _Reasons, t: Thresholds) -> None:
     )
 
 
-_TODAY = ("Today's price", "当前价")
+_TODAY = {"en": "Today's price", "zh": "当前价", "ja": "現在の価格"}
 
 
 def _starts_later(started: str, as_of: str) -> bool:
@@ -466,7 +466,7 @@ def _sale_event(r: _Reasons, t: Thresholds) -> None:
         saving = round(100.0 * (paid - price_to) / paid, 1)
         if saving < t.event_saving_pct:
             continue
-        name = event.name_zh if r.language == "zh" else event.name_en
+        name = _event_name(event, r.language)
         phrase = "sale_event" if basis == "product" else f"sale_event_{basis}"
         numbers: dict[str, float | int | str] = {
             "name": name,
@@ -497,6 +497,11 @@ def _sale_event(r: _Reasons, t: Thresholds) -> None:
         return
 
 
+def _event_name(event: EventFact, language: str) -> str:
+    """Chinese shoppers know the sales by their Chinese names; others by the English one."""
+    return event.name_zh if language == "zh" else event.name_en
+
+
 def _event_evidence(
     r: _Reasons, event: EventFact
 ) -> tuple[tuple[float, ...], str, dict[str, float | int | str]]:
@@ -509,13 +514,13 @@ def _event_evidence(
     zh = r.language == "zh"
     category = BY_KEY.get(r.sheet.category)
     said: dict[str, float | int | str] = {
-        "category": r.sheet.category if category is None else category.zh if zh else category.en,
+        "category": r.sheet.category if category is None else category_name(category, r.language),
         "products": min(o.products for o in found),
     }
     basis = "category"
     if any(o.key != event.key for o in found):
         basis = "category_events"
-        said["events"] = ("、" if zh else ", ").join(
+        said["events"] = ("、" if r.language in ("zh", "ja") else ", ").join(
             f"{o.year}年{o.name_zh}" if zh else f"{o.name_en} {o.year}" for o in found
         )
     return tuple(o.discount_pct for o in found), basis, said
@@ -592,10 +597,10 @@ _AGE_STEPS_S = (
 explanation's inputs, hence its key) changes a few times a day as data ages, not by the
 second. The exact age is the answer's `data_age_ms`."""
 _UNITS = (
-    (86400, "day", "days", "天"),
-    (3600, "hour", "hours", "小时"),
-    (60, "minute", "minutes", "分钟"),
-    (1, "second", "seconds", "秒"),
+    (86400, "day", "days", "天", "日"),
+    (3600, "hour", "hours", "小时", "時間"),
+    (60, "minute", "minutes", "分钟", "分"),
+    (1, "second", "seconds", "秒", "秒"),
 )
 _STALE = {
     "en": (
@@ -603,15 +608,21 @@ _STALE = {
         "so this verdict may be out of date."
     ),
     "zh": "最新数据距今已超过{age}，超出了{objective}的新鲜度目标，结论可能已过时。",
+    "ja": (
+        "最新のデータは{age}以上前のもので、鮮度の目標{objective}を過ぎているため、"
+        "判定が古い可能性があります。"
+    ),
 }
 
 
 def _written(seconds: float, language: str) -> str:
     """A duration in its largest whole unit: "90 seconds", "5 minutes", "3 days"."""
     whole = max(1, round(seconds))
-    unit_s, one, many, zh = next(u for u in _UNITS if whole >= u[0] and whole % u[0] == 0)
+    unit_s, one, many, zh, ja = next(u for u in _UNITS if whole >= u[0] and whole % u[0] == 0)
     count = whole // unit_s
-    return f"{count}{zh}" if language == "zh" else f"{count} {one if count == 1 else many}"
+    if language in ("zh", "ja"):
+        return f"{count}{zh if language == 'zh' else ja}"
+    return f"{count} {one if count == 1 else many}"
 
 
 def past_freshness_objective(sheet: FactSheet, t: Thresholds = DEFAULT_THRESHOLDS) -> bool:
@@ -631,7 +642,7 @@ def _freshness(r: _Reasons, t: Thresholds) -> bool:
     objective_s = t.freshness_objective_s(s.category)
     age_s = s.data_age_ms / 1000
     over_s = max((step for step in _AGE_STEPS_S if step <= age_s), default=int(age_s))
-    language = "zh" if r.language == "zh" else "en"
+    language = r.language if r.language in _STALE else "en"
     text = _STALE[language].format(
         age=_written(over_s, language), objective=_written(objective_s, language)
     )

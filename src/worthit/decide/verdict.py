@@ -16,7 +16,7 @@ class VerdictKind(StrEnum):
     def label(self, language: str) -> str:
         """The verdict in a shopper's words ("Better to wait", "建议再等等"): the one wording
         the templates, the compare sentences, the prompt and the page all use."""
-        return _LABELS["zh" if language.lower().startswith("zh") else "en"][self]
+        return _LABELS.get(language.lower()[:2], _LABELS["en"])[self]
 
 
 _LABELS = {
@@ -31,6 +31,12 @@ _LABELS = {
         VerdictKind.WAIT: "建议再等等",
         VerdictKind.SKIP: "不建议购买",
         VerdictKind.INSUFFICIENT_DATA: "数据还不够，暂时无法判断",
+    },
+    "ja": {
+        VerdictKind.BUY: "今が買い時",
+        VerdictKind.WAIT: "待った方がよい",
+        VerdictKind.SKIP: "おすすめしません",
+        VerdictKind.INSUFFICIENT_DATA: "まだ判断できるだけのデータがありません",
     },
 }
 

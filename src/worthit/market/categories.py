@@ -1,4 +1,5 @@
-"""The demo market's categories and the words shoppers use for them, in English and Chinese.
+"""The demo market's categories and the words shoppers use for them, in English, Chinese
+and Japanese.
 
 The simulator draws from this table and the intent parser reads it, so a question about
 "降噪耳机" lands on the same category the simulator filled.
@@ -136,3 +137,39 @@ CATEGORIES: tuple[Category, ...] = (
 )
 
 BY_KEY: dict[str, Category] = {c.key: c for c in CATEGORIES}
+
+JAPANESE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "headphones": (
+        "ヘッドホン",
+        ("ヘッドホン", "ヘッドフォン", "イヤホン", "ノイズキャンセリングヘッドホン"),
+    ),
+    "phones": ("スマートフォン", ("スマートフォン", "スマホ", "携帯")),
+    "laptops": ("ノートパソコン", ("ノートパソコン", "ノートPC", "パソコン")),
+    "tvs": ("テレビ", ("テレビ", "TV")),
+    "coffee": ("コーヒーメーカー", ("コーヒーメーカー", "エスプレッソマシン", "コーヒーマシン")),
+    "vacuums": ("掃除機", ("掃除機", "ロボット掃除機", "クリーナー")),
+    "watches": ("スマートウォッチ", ("スマートウォッチ", "腕時計")),
+    "cameras": ("カメラ", ("カメラ", "ミラーレス", "アクションカメラ")),
+    "speakers": ("スピーカー", ("スピーカー", "サウンドバー")),
+    "keyboards": ("キーボード", ("キーボード",)),
+    "monitors": ("モニター", ("モニター", "ディスプレイ")),
+    "blenders": ("ミキサー", ("ミキサー", "ブレンダー", "ジューサー")),
+    "shoes": ("ランニングシューズ", ("ランニングシューズ", "スニーカー", "靴")),
+}
+"""Per category key: its Japanese name and the words Japanese shoppers use for it."""
+
+
+def category_name(category: Category | None, language: str) -> str:
+    """The category as a shopper reading `language` calls it ("products" for none)."""
+    if category is None:
+        return {"zh": "商品", "ja": "商品"}.get(language, "products")
+    if language == "zh":
+        return category.zh
+    if language == "ja":
+        return JAPANESE.get(category.key, (category.en, ()))[0]
+    return category.en
+
+
+def synonyms(category: Category) -> tuple[str, ...]:
+    """Every word for the category, in every language the intent parser reads."""
+    return (*category.synonyms_en, *category.synonyms_zh, *JAPANESE.get(category.key, ("", ()))[1])
