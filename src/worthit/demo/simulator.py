@@ -413,7 +413,10 @@ def _offer(deal: _Deal, pricing: _Pricing, rng: random.Random) -> _Deal:
     if rng.random() < 0.5:
         step = _round_step(usual)
         minimum = max(step, step * math.floor(usual * rng.uniform(0.6, 0.95) / step))
-    return replace(deal, kind=kind, save=_nice(usual * depth), min_spend=minimum)
+    save = _nice(usual * depth)
+    if minimum is not None and minimum <= save:
+        minimum = None  # a coupon's minimum spend is above what it saves (records.py)
+    return replace(deal, kind=kind, save=save, min_spend=minimum)
 
 
 def _round_step(price: float) -> float:
