@@ -32,7 +32,7 @@ from worthit.text.time import now_ms
 
 log = logging.getLogger(__name__)
 
-QUESTIONS = {"en": "Is it worth buying?", "zh": "值得买吗？"}
+QUESTIONS = {"en": "Is it worth buying?", "zh": "值得买吗？", "ja": "買うべきですか？"}
 DEFAULT_PARALLEL = 8
 """Explanations in flight at once: enough for the engine to decode them as one batch."""
 REWALK_S = 600.0

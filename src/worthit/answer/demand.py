@@ -11,10 +11,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 
-LANGUAGES = ("en", "zh")
-PRIOR_SHARES = {"en": 0.75, "zh": 0.25}
+LANGUAGES = ("en", "zh", "ja")
+PRIOR_SHARES = {"en": 0.75, "zh": 0.25, "ja": 0.0}
 """Before any question was asked: what the demo's traffic mix is (benchmarks ask one
-question in four in Chinese)."""
+question in four in Chinese, none in Japanese: Japanese gets its share as it is asked)."""
 PRIOR_WEIGHT = 200
 """Questions' worth of the prior in the shares: the first few questions do not swing them."""
 WANTED_LIMIT = 4096

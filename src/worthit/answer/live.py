@@ -150,7 +150,7 @@ def summary_explanation(decision: Decision) -> Explanation:
     parts = [reason.text for reason in decision.summary]
     if decision.compared and decision.verdict is not None and decision.sheet is not None:
         parts.append(template_explanation(decision.verdict, decision.sheet))
-    joiner = "" if decision.language == "zh" else " "
+    joiner = "" if decision.language in ("zh", "ja") else " "
     return Explanation(
         text=joiner.join(parts), source="template", finish_reason="stop", fallback_reason="summary"
     )

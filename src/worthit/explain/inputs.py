@@ -27,7 +27,7 @@ class ExplanationInputs:
     reasons: tuple[str, ...]
     """The reasons the template would lead with, as the model reads them (`model_text`)."""
     language: str
-    """"en" or "zh"."""
+    """"en", "zh" or "ja"."""
 
     @classmethod
     def of(cls, title: str, verdict: Verdict, currency: str = "USD") -> ExplanationInputs:
@@ -48,8 +48,9 @@ class ExplanationInputs:
 _SALE_EVENT = {
     "en": "{name} is in {days} days: expected price {prices} (today {current}).",
     "zh": "{days}天后是{name}：预计价格{prices}（现价{current}）。",
+    "ja": "{days}日後は{name}：予想価格{prices}（現在{current}）。",
 }
-_RANGE = {"en": "{} to {}", "zh": "{}至{}"}
+_RANGE = {"en": "{} to {}", "zh": "{}至{}", "ja": "{}〜{}"}
 
 
 def model_text(reason: Reason, language: str, currency: str) -> str:

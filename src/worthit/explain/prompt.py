@@ -23,17 +23,21 @@ INSTRUCTIONS = {
     ),
     "zh": "你是购物助手。用一到两句简短的话告诉购物者为什么下面的结论是对的。"
     "只使用理由中的数字，不要改变结论。",
+    "ja": "あなたは買い物アシスタントです。下の判定が正しい理由を、短い一、二文で買い物客に"
+    "伝えてください。理由にある数字だけを使い、判定は変えないでください。",
 }
 _FIELDS = {
     "en": ("Product", "Verdict", "Reasons"),
     "zh": ("商品", "结论", "理由"),
+    "ja": ("商品", "判定", "理由"),
 }
+_ANSWER_PREFIX = {"en": "{label} because", "zh": "{label}，因为", "ja": "{label}。理由は、"}
 
 
 def build_messages(inputs: ExplanationInputs) -> list[dict[str, str]]:
     """The instructions (shared by every product in the language), then the product's part."""
     product, verdict, reasons = _FIELDS[inputs.language]
-    colon = "：" if inputs.language == "zh" else ": "
+    colon = "：" if inputs.language in ("zh", "ja") else ": "
     lines = [f"{product}{colon}{inputs.title}", f"{verdict}{colon}{inputs.label}"]
     lines.append(reasons + colon.rstrip())
     lines += [f"- {reason}" for reason in inputs.reasons]
@@ -45,4 +49,4 @@ def build_messages(inputs: ExplanationInputs) -> list[dict[str, str]]:
 
 def answer_prefix(inputs: ExplanationInputs) -> str:
     """How the model's answer starts: the verdict's label, then "because"."""
-    return f"{inputs.label}，因为" if inputs.language == "zh" else f"{inputs.label} because"
+    return _ANSWER_PREFIX[inputs.language].format(label=inputs.label)

@@ -22,25 +22,34 @@ _SUPPORTING = {
 
 
 def language_of(verdict: Verdict) -> str:
-    """Chinese for any Chinese tag ("zh", "zh-CN"), English for everything else."""
-    return "zh" if verdict.language.lower().startswith("zh") else "en"
+    """Chinese for any Chinese tag ("zh", "zh-CN"), Japanese for any Japanese one,
+    English for everything else."""
+    tag = verdict.language.lower()[:2]
+    return tag if tag in ("zh", "ja") else "en"
 
 
 def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
     """One or two sentences: the headline with the strongest reason, then the next one."""
     language = language_of(verdict)
-    end = "。" if language == "zh" else "."
+    end = "。" if language in ("zh", "ja") else "."
     sentences = [_sentence(r.text, end) for r in leading_reasons(verdict)]
     if not sentences and sheet.current_price is not None:
         price = money(sheet.current_price, sheet.currency)
-        sentences = [f"当前售价{price}。" if language == "zh" else f"It sells for {price} now."]
+        sentences = [_SELLS_FOR.get(language, _SELLS_FOR["en"]).format(price=price)]
     headline = verdict.kind.label(language)
     if not sentences:
         return headline + end
     # A colon before a complete sentence keeps that sentence's capital (APA style), so
     # the reason text is used verbatim in both languages.
-    colon, space = ("：", "") if language == "zh" else (": ", " ")
+    colon, space = ("：", "") if language in ("zh", "ja") else (": ", " ")
     return headline + colon + space.join(sentences)
+
+
+_SELLS_FOR = {
+    "en": "It sells for {price} now.",
+    "zh": "当前售价{price}。",
+    "ja": "現在の価格は{price}です。",
+}
 
 
 def leading_reasons(verdict: Verdict) -> list[Reason]:
