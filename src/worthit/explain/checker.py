@@ -1,0 +1,806 @@
+"""The strict explanation checker: is a sentence faithful, specific and fluent?
+
+The guard (explain/guard.py) checks numbers; it cannot see an invented claim ("because of
+its excellent customer service"), a reason pointing the wrong way (a SKIP "because of the
+price drop"), an empty sentence ("because of the price difference") or gibberish. This
+checker reads an explanation against the inputs the model was given (title, verdict,
+leading reasons with their codes, polarities and texts, language) and says which of three
+properties it has, deterministically, in well under a millisecond, without a model:
+
+- faithful: no content beyond the inputs. A closed vocabulary: every English content word
+  (lower-cased, lightly lemmatised, stopwords aside) and every Chinese character (read as
+  the fewest unknown characters left when the text is cut into pieces found in the inputs
+  or the allow-list) comes from the title, the reasons, the verdict's label or a small
+  reviewed allow-list of neutral advice words (now, wait, watch, price; 现在, 等, 降价,
+  提醒). Every number is one of the reasons' (the guard's own matching, rounding and
+  comparison rules). No claim points against the verdict: a WAIT or a SKIP never says it
+  is cheap, a good deal or that its price dropped (unless a falling price is the WAIT's own
+  reason), a BUY never says to wait, a SKIP never praises its reviews.
+- specific: it names the strongest reason's key number, date or event (`key_reason`: the
+  first leading reason that carries the verdict; for not enough data, what is missing).
+- fluent: starts with the verdict's label, right script (Chinese mostly CJK and no English
+  word the inputs lack; English no CJK), no doubled characters (价价) or repeated phrases,
+  one or two sentences, a sane length, ends at a sentence end.
+
+`check_explanation` returns all three and the first failure as a short code with a
+detail, so a caller can log why a text was refused. The gold data
+(data/explanations/*.jsonl) must pass it whole (tests/test_checker.py).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import cache
+from typing import TypeVar
+
+from worthit.decide.phrasing import sentence
+from worthit.decide.rules import _STALE
+from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.explain.guard import Grounds, check_grounding
+from worthit.explain.inputs import ExplanationInputs, model_text
+from worthit.explain.templates import language_of, leading_reasons
+from worthit.text.sentences import SENTENCE_END, ends_sentence
+
+_MARK = "\x00"
+
+_PHRASES: dict[str, tuple[str, ...]] = {
+    "upcoming_sale": ("upcoming_sale", "upcoming_offer"),
+    "fake_discount": ("fake_discount", "fake_discount_none"),
+    "pre_sale_hike": ("pre_sale_hike", "pre_sale_hike_on"),
+    "sale_event": (
+        "sale_event",
+        "sale_event_once",
+        "sale_event_category",
+        "sale_event_category_once",
+        "sale_event_category_events",
+        "sale_event_category_events_once",
+    ),
+}
+"""Reason codes whose sentence is one of several phrasings (rules.py picks by the facts)."""
+
+_PROBE_MONEY = (1111.0, 2222.0, 3333.0)
+
+
+def _filled(render: object) -> str:
+    """A phrasing with every slot written as a marker, found by asking for slots until
+    the format stops raising KeyError (the slot names live in phrasing.py only)."""
+    values: dict[str, object] = {}
+    while True:
+        try:
+            return render(values)  # type: ignore[operator, no-any-return]
+        except KeyError as missing:
+            name = str(missing.args[0])
+            if name in values:  # not a slot: the phrase itself is unknown
+                raise
+            values[name] = f"{_MARK}{name}{_MARK}"
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """The template as a regex: literal text escaped, each slot a lazy group (a repeated
+    slot, such as an event's name, must repeat the same text)."""
+    parts = template.split(_MARK)
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(re.escape(part))
+        elif part in seen:
+            out.append(f"(?P={part})")
+        else:
+            seen.add(part)
+            out.append(f"(?P<{part}>.+?)")
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _sale_line_templates(language: str) -> list[str]:
+    """The calendar sale's model line (`inputs.model_text`), with its prices as markers:
+    a range when the low and high estimates differ, one price when they agree."""
+    out = []
+    for low, high in ((_PROBE_MONEY[0], _PROBE_MONEY[1]), (_PROBE_MONEY[0], _PROBE_MONEY[0])):
+        numbers: dict[str, float | int | str] = {
+            "name": f"{_MARK}name{_MARK}",
+            "days": f"{_MARK}days{_MARK}",
+            "price_from": low,
+            "price_to": high,
+            "current": _PROBE_MONEY[2],
+        }
+        line = model_text(Reason("sale_event", Polarity.WAIT, numbers, ""), language, "USD")
+        for name, amount in (("price_from", 1111.0), ("price_to", 2222.0), ("current", 3333.0)):
+            line = line.replace(f"${amount:,.2f}", f"{_MARK}{name}{_MARK}")
+        out.append(line)
+    return out
+
+
+@cache
+def _patterns(code: str, language: str) -> tuple[re.Pattern[str], ...]:
+    templates: list[str] = []
+    if code == "stale_data":
+        templates.append(
+            _STALE["zh" if language == "zh" else "en"].format(
+                age=f"{_MARK}age{_MARK}", objective=f"{_MARK}objective{_MARK}"
+            )
+        )
+    else:
+        for phrase in _PHRASES.get(code, (code,)):
+            try:
+                templates.append(_filled(lambda v, p=phrase: sentence(p, language, v)))
+            except KeyError:
+                continue
+        if code == "sale_event":
+            templates += _sale_line_templates(language)
+    return tuple(_pattern(t) for t in templates)
+
+
+def reason_slots(code: str, text: str, language: str) -> dict[str, str] | None:
+    """The reason's slot values exactly as its sentence writes them ("$1,299.00", "12.5",
+    "Black Friday"), read back from the sentence by its own phrasing; None when the text
+    is none of the code's phrasings (then nothing can be said of its parts)."""
+    text = text.strip()
+    for pattern in _patterns(code, "zh" if language == "zh" else "en"):
+        match = pattern.fullmatch(text)
+        if match is not None:
+            return {k: v for k, v in match.groupdict().items() if v is not None}
+    return None
+
+
+# --- inputs and result -----------------------------------------------------------------------
+
+
+_DEFAULT_POLARITY: dict[str, Polarity] = {
+    **dict.fromkeys(
+        ("near_all_time_low", "at_all_time_low", "below_90d_avg", "low_percentile", "well_rated"),
+        Polarity.BUY,
+    ),
+    **dict.fromkeys(
+        (
+            "above_90d_avg",
+            "high_percentile",
+            "price_falling",
+            "upcoming_sale",
+            "sale_event",
+            "out_of_stock",
+            "over_budget",
+            "was_price_untrusted",
+            "pre_sale_hike",
+        ),
+        Polarity.WAIT,
+    ),
+    **dict.fromkeys(("quality_floor", "rating_falling"), Polarity.SKIP),
+}
+"""A code's usual polarity, for records that do not carry one (rules.py decides; two codes,
+the "was" price and the pre-sale hike, are neutral in some situations)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReason:
+    """One leading reason as the model read it: its code, which way it points, its text."""
+
+    code: str
+    polarity: Polarity
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckInputs:
+    """What the explanation was written from: `ExplanationInputs` plus the reasons' codes
+    and polarities, which the checker needs to tell which claim points which way."""
+
+    title: str
+    verdict: VerdictKind
+    language: str
+    reasons: tuple[CheckReason, ...]
+
+    @property
+    def label(self) -> str:
+        return self.verdict.label(self.language)
+
+    @classmethod
+    def of(cls, title: str, verdict: Verdict, currency: str = "USD") -> CheckInputs:
+        """The inputs of `ExplanationInputs.of(title, verdict, currency)`, with codes."""
+        inputs = ExplanationInputs.of(title, verdict, currency)
+        leading = leading_reasons(verdict)
+        return cls(
+            title=inputs.title,
+            verdict=verdict.kind,
+            language=language_of(verdict),
+            reasons=tuple(
+                CheckReason(r.code, r.polarity, text)
+                for r, text in zip(leading, inputs.reasons, strict=True)
+            ),
+        )
+
+    @classmethod
+    def from_record(cls, row: Mapping[str, object]) -> CheckInputs:
+        """From a gold or bench record: language, title, verdict, codes, reasons and
+        optionally polarities (else each code's usual one)."""
+        codes = [str(c) for c in _seq(row.get("codes"))]
+        texts = [str(t) for t in _seq(row.get("reasons"))]
+        given = [str(p) for p in _seq(row.get("polarities"))]
+        polarities = [
+            Polarity(given[i]) if i < len(given) else _DEFAULT_POLARITY.get(code, Polarity.INFO)
+            for i, code in enumerate(codes)
+        ]
+        return cls(
+            title=str(row.get("title", "")),
+            verdict=VerdictKind(str(row["verdict"])),
+            language="zh" if str(row.get("language", "en")).startswith("zh") else "en",
+            reasons=tuple(
+                CheckReason(code, polarity, text)
+                for code, polarity, text in zip(codes, polarities, texts, strict=True)
+            ),
+        )
+
+
+def _seq(value: object) -> Sequence[object]:
+    return value if isinstance(value, list | tuple) else ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    faithful: bool
+    specific: bool
+    fluent: bool
+    failures: tuple[tuple[str, str], ...]
+    """Every failed check as (code, detail), fluency first, in the order checked."""
+
+    @property
+    def ok(self) -> bool:
+        return self.faithful and self.specific and self.fluent
+
+    @property
+    def code(self) -> str | None:
+        """The first failure's short code ("unknown_words", "not_specific", ...), or None."""
+        return self.failures[0][0] if self.failures else None
+
+    @property
+    def detail(self) -> str:
+        return self.failures[0][1] if self.failures else ""
+
+
+# --- the strongest reason ----------------------------------------------------------------------
+
+_MISSING = ("no_price", "unusable_price", "few_observations")
+_MODIFIERS = frozenset(
+    {"low_stock", "stale_data", "effective_price", "active_promotion", "offer_short"}
+)
+_R = TypeVar("_R", Reason, CheckReason)
+_SUPPORTS = {
+    VerdictKind.BUY: Polarity.BUY,
+    VerdictKind.WAIT: Polarity.WAIT,
+    VerdictKind.SKIP: Polarity.SKIP,
+    VerdictKind.INSUFFICIENT_DATA: Polarity.INFO,
+}
+
+
+def key_reason(kind: VerdictKind, reasons: Sequence[_R]) -> _R | None:
+    """The reason an explanation must name: for not enough data, what is missing; else the
+    first leading reason that carries the verdict, else the first that is not a mere
+    modifier (stock left, data age, a running offer), else the first."""
+    if not reasons:
+        return None
+    if kind is VerdictKind.INSUFFICIENT_DATA:
+        return next((r for r in reasons if r.code in _MISSING), reasons[0])
+    supporting = _SUPPORTS[kind]
+    for r in reasons:
+        if r.polarity is supporting:
+            return r
+    return next((r for r in reasons if r.code not in _MODIFIERS), reasons[0])
+
+
+_KEY_SLOTS: dict[str, tuple[str, ...]] = {
+    "near_all_time_low": ("current", "low", "gap_pct"),
+    "at_all_time_low": ("current",),
+    "low_not_established": ("days_tracked", "low"),
+    "below_90d_avg": ("delta_pct", "avg90"),
+    "above_90d_avg": ("delta_pct", "avg90"),
+    "near_90d_avg": ("avg90",),
+    "low_percentile": ("share",),
+    "high_percentile": ("share",),
+    "price_falling": ("drop_pct",),
+    "was_price_untrusted": ("list_price", "median90"),
+    "upcoming_sale": ("name", "promo_price", "saving_pct"),
+    "active_promotion": ("name", "promo_price", "ends"),
+    "effective_price": ("effective",),
+    "offer_short": ("name", "floor"),
+    "fake_discount": ("true_pct", "prior_low", "claimed_pct"),
+    "pre_sale_hike": ("raised_pct", "raised_from"),
+    "sale_event": ("name", "price_from", "price_to"),
+    "quality_floor": ("rating",),
+    "rating_falling": ("recent", "earlier"),
+    "well_rated": ("rating",),
+    "over_budget": ("budget", "current"),
+    "low_stock": ("quantity",),
+    "few_observations": ("observations", "min_observations"),
+    "stale_data": ("age",),
+}
+"""What names a reason: its key numbers, dates or event name (any one will do)."""
+_KEY_PHRASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "out_of_stock": {"en": ("out of stock",), "zh": ("缺货",)},
+    "no_price": {"en": ("no recorded price", "no price"), "zh": ("价格记录",)},
+    "unusable_price": {"en": ("not above zero",), "zh": ("不大于零",)},
+}
+"""Reasons without numbers are named by their event."""
+
+
+# --- reading text ----------------------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
+_NUMBER = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(\d+))?")
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
+
+_IRREGULAR = {
+    "fell": "fall",
+    "fallen": "fall",
+    "rose": "rise",
+    "risen": "rise",
+    "sold": "sell",
+    "bought": "buy",
+    "paid": "pay",
+    "went": "go",
+    "gone": "go",
+    "seen": "see",
+    "saw": "see",
+    "better": "good",
+    "best": "good",
+    "worse": "bad",
+    "worst": "bad",
+    "lower": "low",
+    "lowest": "low",
+    "higher": "high",
+    "highest": "high",
+    "less": "little",
+    "least": "little",
+    "n't": "not",
+    "its": "it",
+    "it's": "it",
+}
+
+
+def lemmas(word: str) -> frozenset[str]:
+    """The forms a word may stand for: itself, an irregular base, and what stripping one
+    common suffix leaves ("rated" → rate, rat; "prices" → price, pric). Deliberately loose,
+    and applied alike to the inputs and the text, so two forms of one word meet."""
+    word = word.lower()
+    if word.endswith("'s"):
+        word = word[:-2]
+    out = {word}
+    if word in _IRREGULAR:
+        out.add(_IRREGULAR[word])
+    for suffix, repl in (
+        ("ies", "y"),
+        ("ied", "y"),
+        ("es", ""),
+        ("s", ""),
+        ("ed", ""),
+        ("ed", "e"),
+        ("d", ""),
+        ("ing", ""),
+        ("ing", "e"),
+        ("er", ""),
+        ("er", "e"),
+        ("est", ""),
+        ("ly", ""),
+    ):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            out.add(word[: len(word) - len(suffix)] + repl)
+    for form in list(out):  # doubled consonants: "dropped" → dropp → drop
+        if len(form) >= 4 and form[-1] == form[-2] and form[-1] not in "aeiouls":
+            out.add(form[:-1])
+    return frozenset(out)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+STOPWORDS_EN = _words(
+    """
+    a an the it its it's this that these those there here is are was were be been being has
+    have had do does did will would can could should may might must of in on at to for from
+    by with about as into over under than then so and or but if when while because since
+    until though although yet also just only even still very too more most less much many
+    few not no nor any some all each both one i you your we our they their them me my us
+    what which who how why where up down out off again once own same such get gets got per
+    via s cannot after before
+    """
+)
+"""Function words: they carry no claim of their own."""
+
+ALLOWED_EN = _words(
+    """
+    now today right moment time wait hold later longer little bit until back buy buying pay
+    price prices cost costs watch alert remind tell let know check ask again soon once
+    history drop drops dropped fall falls falling fallen falls down come comes coming start
+    starts stop stops settle settles keep further lower low high higher make makes
+    sense good need want if look for instead other alternative better rated pass
+    whatever reason seem seems slipped slip elsewhere option options recover recovers
+    nothing special ordinary dip cut real really discount trusted inflated close
+    near about expected expect should bring brings would rather instead against away during
+    within sure yet already ever given so around above below under over among highest true
+    claimed claims matches match judge reliable tracking record recorded short enough more
+    data average others give
+    """
+)
+"""Neutral advice and connective words a shopper's sentence needs beyond the reasons
+(reviewed: none names a product property, a quality or a number)."""
+
+FUNCTION_ZH = frozenset(
+    "的了是在和与也还就都而但又比到从把被让给对为以之其这那它你我很更最太再才只已将会"
+    "能可要该着过得个件条天次约于及或并吧呢啊先里有离用"
+)
+"""Chinese characters allowed on their own anywhere: particles, measure words, pronouns."""
+
+ALLOWED_ZH = _words(
+    """
+    现在 现价 当前 价格 降价 提醒 盯着 帮你 可以 建议 等 再买 下单 入手 合适
+    划算 放心 需要 的话 就可以 买 开始 到时 设个 观望 一下 一阵 先别 别急 急着
+    更好 更低 更高 附近 回到 回落 通知 第一时间 到货 补货 以内 以下 降到 低于
+    高于 真正 迷惑 等到 届时 稳住 可能 变差 换一款 评分更高 同类 商品 选择 回升
+    考虑 或者 过几天 再来 看看 问我 记录 多了 够 数据 修正 已经 继续 往下走
+    偏贵 便宜 只要 只有 只差 仅高 正处于 追平 已是 这件 目前 买不到 超过 预算
+    价 虚标 不可信 中位数 参考 作为 还不能 差不多 没有 明显 优惠
+    并不算 对比 实际 号称 其实 并没有 用上 后 只需 正在 进行 为 前 给出 从 跌
+    降 时 再 买一件 而且 另外 还比 就是 而 再过 预计 是 这个 真降价 时间 之前
+    稳 一款 正合适 不过关 别的 别被 所需 活动价 高出 还低 还高 低 高 即使 来说
+    仍要 算不上 低价
+    """
+)
+"""Chinese words a shopper's sentence needs beyond the reasons (reviewed: neutral advice,
+connectives and the plain words for price, discount, stock and reviews)."""
+
+_DOUBLED_OK = frozenset(
+    {"等等", "看看", "试试", "想想", "常常", "刚刚", "渐渐", "稍稍", "慢慢", "天天"}
+)
+
+
+# --- direction -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Cue:
+    name: str
+    pattern: re.Pattern[str]
+    licensed_by: frozenset[str] = frozenset()
+    """Supporting reasons that make the claim the verdict's own (a WAIT's falling price)."""
+
+
+_CHEAP = _Cue(
+    "cheap",
+    re.compile(
+        r"\b(cheap|cheaper now|bargain|good deal|great deal|good price|great price|steal)\b"
+        r"|很便宜|挺便宜|便宜了|价格便宜|划算|好价|性价比"
+    ),
+)
+_DROPPED = _Cue(
+    "price_dropped",
+    re.compile(
+        r"\bprice (has |had )?(dropped|fallen|gone down|come down|decreased)\b|\bprice drop\b"
+        r"|\bdropped in price\b|降价了|价格下降|价格下跌|价格降了|跌了"
+    ),
+    frozenset({"price_falling"}),
+)
+_BUY_NOW = _Cue(
+    "buy_now",
+    re.compile(
+        r"\b(buy (it )?now|buy it today|worth buying|worth it|good time to buy|go for it)\b"
+        r"|值得买|值得入手|值得现在买|现在买|现在入手|现在下单|马上下单|赶紧|入手正合适|可以放心下单"
+    ),
+)
+_WAIT = _Cue(
+    "wait",
+    re.compile(
+        r"\b(wait|waiting|hold off|later|not yet)\b"
+        r"|再等|等等|等到|等价格|观望|先别|别急|晚点|以后再"
+    ),
+)
+_NEGATIVE = _Cue(
+    "not_worth",
+    re.compile(
+        r"\b(not worth|don't buy|do not buy|skip it|avoid|overpriced|too expensive|pass on)\b"
+        r"|不值得|别买|不要买|不建议|太贵|不划算"
+    ),
+)
+_PRAISE = _Cue(
+    "praise",
+    re.compile(
+        r"\b(well rated|great reviews|good reviews|highly rated|excellent|(good|great) quality)\b"
+        r"|口碑不错|口碑好|好评|质量好"
+    ),
+)
+_FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
+    VerdictKind.BUY: (_WAIT, _NEGATIVE),
+    VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
+    VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE),
+    VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
+}
+"""The claims that point against each verdict."""
+
+
+# --- the checks -----------------------------------------------------------------------------
+
+MAX_CHARS = 360
+MIN_WORDS_EN, MAX_WORDS_EN = 4, 60
+MIN_CJK, MAX_CJK = 4, 140
+
+
+def check_explanation(text: str, inputs: CheckInputs) -> CheckResult:
+    """Whether `text` (the full explanation, answer prefix included) is faithful to
+    `inputs`, names their strongest reason, and reads as fluent text in their language."""
+    fluent = _fluency(text, inputs)
+    body = _body(text, inputs)
+    faithful = _faithfulness(body, inputs)
+    specific = _specificity(body, inputs)
+    return CheckResult(
+        faithful=not faithful,
+        specific=not specific,
+        fluent=not fluent,
+        failures=tuple(fluent + faithful + specific),
+    )
+
+
+def _body(text: str, inputs: CheckInputs) -> str:
+    """The text after the verdict's label and its "because" (the claims)."""
+    text = text.strip()
+    label = inputs.label
+    if text.startswith(label):
+        text = text[len(label) :]
+    text = re.sub(r"^[\s,，:：]*(because|因为)?[\s,，:：]*", "", text, count=1)
+    return text
+
+
+def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    stripped = text.strip()
+    zh = inputs.language == "zh"
+    if not stripped.startswith(inputs.label):
+        out.append(("wrong_prefix", f"does not start with {inputs.label!r}"))
+    body = _body(stripped, inputs)
+    cjk = len(_CJK.findall(body))
+    if zh:
+        foreign = sorted(set(_latin_words(body)) - set(_latin_words(_input_text(inputs))))
+        if cjk < MIN_CJK or foreign:
+            out.append(("wrong_script", f"not Chinese: {', '.join(foreign) or 'too few CJK'}"))
+    elif cjk:
+        out.append(("wrong_script", "CJK characters in English"))
+    doubled = _doubled(stripped, inputs)
+    if doubled:
+        out.append(("repeated_chars", doubled))
+    repeated = _repeated_phrase(body, zh, _input_text(inputs))
+    if repeated:
+        out.append(("repeated_phrase", repeated))
+    if not ends_sentence(stripped.rstrip("\"'”’)）")):
+        out.append(("no_sentence_end", stripped[-12:]))
+    sentences = len(
+        SENTENCE_END.findall(stripped.rstrip() + ("" if ends_sentence(stripped) else "."))
+    )
+    if sentences > 2:
+        out.append(("too_many_sentences", f"{sentences} sentences"))
+    words = len(_WORD.findall(body.lower()))
+    if len(stripped) > MAX_CHARS:
+        out.append(("too_long", f"{len(stripped)} characters"))
+    elif zh and cjk > MAX_CJK:
+        out.append(("too_long", f"{cjk} CJK characters"))
+    elif not zh and words > MAX_WORDS_EN:
+        out.append(("too_long", f"{words} words"))
+    if (zh and cjk < MIN_CJK) or (not zh and words < MIN_WORDS_EN):
+        out.append(("too_short", f"{cjk if zh else words} {'CJK characters' if zh else 'words'}"))
+    return out
+
+
+def _latin_words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _doubled(text: str, inputs: CheckInputs) -> str:
+    """A character written twice running that the language does not double (价价), a
+    character or word three times running, or an English word twice ("the the")."""
+    source = _input_text(inputs)
+    for match in re.finditer(r"([^\W\d_])\1+", text):
+        run = match.group(0)
+        if _CJK.match(run[0]):
+            if len(run) > 2 or (run not in _DOUBLED_OK and run not in source):
+                return run
+        elif len(run) > 3:
+            return run
+    twice = re.search(r"\b([a-z]+)\s+\1\b", text.lower())
+    if twice and twice.group(1) not in {"that", "had"}:
+        return twice.group(0)
+    return ""
+
+
+def _repeated_phrase(body: str, zh: bool, source: str) -> str:
+    """A phrase said twice: four words in English, four characters in Chinese, unless
+    the inputs have it (a sale's name or "your budget" may well come back in the advice)."""
+    seen: set[str] = set()
+    grams: list[str]
+    if zh:
+        grams = [run[i : i + 4] for run in _CJK_RUN.findall(body) for i in range(len(run) - 3)]
+    else:
+        words = _WORD.findall(body.lower())
+        grams = [" ".join(words[i : i + 4]) for i in range(len(words) - 3)]
+        source = " ".join(_WORD.findall(source.lower()))
+    for gram in grams:
+        if gram in seen and gram not in source:
+            return gram
+        seen.add(gram)
+    return ""
+
+
+def _input_text(inputs: CheckInputs) -> str:
+    return "\n".join((inputs.title, inputs.label, *(r.text for r in inputs.reasons)))
+
+
+def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    cue = _against(body, inputs)
+    if cue:
+        out.append(("wrong_direction", cue))
+    grounds = _grounds(inputs)
+    guard = check_grounding(body, grounds)
+    if guard.ungrounded:
+        out.append(("ungrounded_number", ", ".join(guard.ungrounded)))
+    elif guard.false_comparisons:
+        out.append(("false_comparison", "; ".join(guard.false_comparisons)))
+    unknown = _unknown_words(body, inputs)
+    if unknown:
+        out.append(("unknown_words", ", ".join(unknown)))
+    return out
+
+
+def _against(body: str, inputs: CheckInputs) -> str:
+    """The first claim in the body that points against the verdict, or ""."""
+    lowered = body.lower()
+    supporting = _SUPPORTS[inputs.verdict]
+    own = {r.code for r in inputs.reasons if r.polarity is supporting}
+    for cue in _FORBIDDEN[inputs.verdict]:
+        match = cue.pattern.search(lowered)
+        if match and not (cue.licensed_by & own):
+            return f"{cue.name}: {match.group(0)!r}"
+    return ""
+
+
+def _grounds(inputs: CheckInputs) -> Grounds:
+    """Every number the reasons and the title write, with their dates whole and in parts."""
+    numbers: set[Decimal] = set()
+    parts: set[Decimal] = set()
+    dates: set[str] = set()
+    for text in (inputs.title, *(r.text for r in inputs.reasons)):
+        normal = unicodedata.normalize("NFKC", text)
+        for match in _ISO_DATE.finditer(normal):
+            year, month, day = match.groups()
+            dates.add(f"{year}-{int(month):02d}-{int(day):02d}")
+            parts.update((Decimal(month), Decimal(day)))
+            numbers.add(Decimal(year))
+        spans = [m.span() for m in _ISO_DATE.finditer(normal)]
+        for match in _NUMBER.finditer(normal):
+            if any(a <= match.start() and match.end() <= b for a, b in spans):
+                continue
+            numbers.add(_decimal(match))
+    return Grounds(frozenset(numbers), frozenset(parts), frozenset(dates))
+
+
+def _decimal(match: re.Match[str]) -> Decimal:
+    whole = match.group(1).replace(",", "")
+    return Decimal(f"{whole}.{match.group(2)}" if match.group(2) else whole)
+
+
+def _unknown_words(body: str, inputs: CheckInputs) -> list[str]:
+    """The body's words that are in neither the inputs nor the allow-lists."""
+    source = _input_text(inputs)
+    if inputs.language == "zh":
+        return _unknown_cjk(body, source)
+    known: set[str] = set()
+    for word in _WORD.findall(source.lower()):
+        known |= lemmas(word)
+    allowed: set[str] = set()
+    for word in ALLOWED_EN | STOPWORDS_EN:
+        allowed |= lemmas(word)
+    unknown = []
+    for word in _WORD.findall(body.lower()):
+        if word in STOPWORDS_EN:
+            continue
+        forms = lemmas(word)
+        if not (forms & known or forms & allowed) and word not in unknown:
+            unknown.append(word)
+    return unknown
+
+
+_LONGEST = 8
+_LATIN_OR_NUMBER = re.compile(
+    r"[A-Za-z0-9$¥€£][A-Za-z0-9$¥€£.,%/'’&\-]*(?: [A-Za-z0-9][A-Za-z0-9.,%/'’&\-]*)*"
+)
+_PLACE = "#"
+_PLACED_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff#]+")
+
+
+def _unknown_cjk(body: str, source: str) -> list[str]:
+    """Characters no reading of the body's Chinese covers: each run is cut into pieces
+    that are two or more characters of the inputs, allow-listed words or function
+    characters, choosing the cut that leaves the fewest characters uncovered. A number
+    or a Latin name is one placeholder on both sides ("近90天" reads as 近#天), so the
+    words around it are matched as the inputs write them."""
+    unknown: list[str] = []
+    body = _LATIN_OR_NUMBER.sub(_PLACE, body)
+    source = _LATIN_OR_NUMBER.sub(_PLACE, source)
+    for run in _PLACED_RUN.findall(body):
+        n = len(run)
+        cost = [0] + [n + 1] * n
+        back = [0] * (n + 1)
+        for end in range(1, n + 1):
+            for start in range(max(0, end - _LONGEST), end):
+                piece = run[start:end]
+                known = (
+                    piece == _PLACE
+                    or (len(piece) >= 2 and piece in source)
+                    or piece in ALLOWED_ZH
+                    or (len(piece) == 1 and piece in FUNCTION_ZH)
+                )
+                step = 0 if known else (1 if len(piece) == 1 else n + 1)
+                if cost[start] + step < cost[end]:
+                    cost[end] = cost[start] + step
+                    back[end] = start
+        end = n
+        while end > 0:
+            start = back[end]
+            piece = run[start:end]
+            known_alone = piece in FUNCTION_ZH or piece in ALLOWED_ZH or piece == _PLACE
+            if len(piece) == 1 and not known_alone and piece not in unknown:
+                unknown.insert(0, piece)
+            end = start
+    return unknown
+
+
+def _specificity(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
+    key = key_reason(inputs.verdict, inputs.reasons)
+    if key is None:
+        return []
+    phrases = _KEY_PHRASES.get(key.code, {}).get(inputs.language, ())
+    lowered = body.lower()
+    if any(p in lowered for p in phrases):
+        return []
+    slots = reason_slots(key.code, key.text, inputs.language)
+    if slots is None:  # a sentence of another shape: any of its numbers names it
+        values = [m.group(0) for m in _NUMBER.finditer(key.text)]
+    else:
+        values = [slots[s] for s in _KEY_SLOTS.get(key.code, ()) if s in slots]
+    if not values and not phrases:
+        return []
+    if any(_names(body, value) for value in values):
+        return []
+    wanted = ", ".join(values + list(phrases))
+    return [("not_specific", f"names none of {key.code}'s {wanted}")]
+
+
+def _names(body: str, value: str) -> bool:
+    """Whether the body writes `value`: a name as written, a date whole, a number at the
+    precision the body chose ("$1,299.00" is named by 1,299 or 1299.00)."""
+    if value.lower() in body.lower():
+        return True
+    numbers = [_decimal(m) for m in _NUMBER.finditer(value)]
+    if not numbers or _ISO_DATE.search(value) or len(numbers) != 1:
+        return False
+    wanted = numbers[0]
+    for match in _NUMBER.finditer(unicodedata.normalize("NFKC", body)):
+        written = _decimal(match)
+        places = len(match.group(2) or "")
+        quantum = Decimal(1).scaleb(-places)
+        try:
+            if any(
+                wanted.quantize(quantum, rounding=r) == written
+                for r in (ROUND_HALF_UP, ROUND_HALF_EVEN)
+            ):
+                return True
+        except InvalidOperation:
+            continue
+    return False
+
+
+def check_all(pairs: Iterable[tuple[str, CheckInputs]]) -> list[CheckResult]:
+    """`check_explanation` over many pairs, in order."""
+    return [check_explanation(text, inputs) for text, inputs in pairs]
