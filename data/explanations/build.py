@@ -243,7 +243,7 @@ def _derived(slots: dict[str, str], language: str) -> dict[str, str]:
         out["obs"] = f"{n} price observation" + ("" if n == "1" else "s")
     if "days_tracked" in slots:
         d = slots["days_tracked"]
-        out["over_days"] = f"{d} day" + ("" if d == "1" else "s")
+        out["over_days"] = "less than a day" if d == "0" else f"{d} day" + ("" if d == "1" else "s")
     if "price_from" in slots:
         low, high = slots["price_from"], slots.get("price_to", slots["price_from"])
         joiner = "至" if language == "zh" else " to "

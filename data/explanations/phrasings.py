@@ -86,8 +86,8 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "{name} ({terms}) starts {in_days} and would bring one unit to {promo_price}, "
             "{saving_pct}% below today's {today}",
             "with {name} ({terms}) {in_days}, one unit would cost {promo_price} instead of {today}",
-            "{name} starts {in_days}: with {terms}, one unit would cost {promo_price} "
-            "rather than {today}",
+            "{name} starts {in_days}, and its offer ({terms}) would bring one unit to "
+            "{promo_price} rather than {today}",
         ),
         "sale_event": (
             "{name} is {in_days} and should bring it to about {prices}, against {current} today",
@@ -283,12 +283,12 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "low_stock": ("库存仅剩{quantity}件",),
         "WAIT:effective_price": (
             "即使用上{name}（{terms}），买一件也要{effective}，对它来说并不算低价",
-            "{name}（{terms}）后买一件仍要{effective}，还算不上低价",
+            "用上{name}（{terms}）后，买一件仍要{effective}，还算不上低价",
         ),
         "WAIT:active_promotion": ("{name}虽然进行到{ends}，但{promo_price}对它来说并不算低价",),
         "quality_floor": (
             "评分偏低，{count}条评价按品类校正后只有{rating}/5",
-            "{count}条评价的校正评分只有{rating}/5，评分偏低",
+            "按品类校正后，它的评分只有{rating}/5（{count}条评价），明显偏低",
         ),
         "rating_falling": (
             "近期口碑下滑，近{recent_days}天评分只有{recent}/5，此前是{earlier}/5",
@@ -322,7 +322,9 @@ SECOND: dict[str, dict[str, tuple[str, ...]]] = {
         "high_percentile": (
             ", and today's price is higher than {share}% of prices in the last 90 days",
         ),
-        "above_90d_avg": (", and it is {delta_pct}% above its 90-day average of {avg90}",),
+        "above_90d_avg": (
+            ", and today's price is {delta_pct}% above its 90-day average of {avg90}",
+        ),
         "price_falling": (", and the price has fallen {drop_pct}% over the last 30 days",),
         "was_price_untrusted": (
             '; also, the seller\'s "was" price of {list_price} is ignored, since the 90-day '
@@ -351,8 +353,8 @@ SECOND: dict[str, dict[str, tuple[str, ...]]] = {
         "low_percentile": ("，而且低于近90天{share}%的价格",),
         "below_90d_avg": ("，还比90天均价{avg90}低{delta_pct}%",),
         "well_rated": ("，口碑也不错（{count}条评价，评分{rating}/5）",),
-        "high_percentile": ("，而且高于近90天{share}%的价格",),
-        "above_90d_avg": ("，还比90天均价{avg90}高{delta_pct}%",),
+        "high_percentile": ("，而且现价高于近90天{share}%的价格",),
+        "above_90d_avg": ("，而且现价比90天均价{avg90}高{delta_pct}%",),
         "price_falling": ("，而且近30天价格下降了{drop_pct}%",),
         "was_price_untrusted": ("；另外，商家标注的原价{list_price}不可信",),
         "upcoming_sale": ("，而且{name}将在{days}天后开始",),
@@ -362,8 +364,8 @@ SECOND: dict[str, dict[str, tuple[str, ...]]] = {
         "over_budget": ("，而且现价{current}超出了你的预算{budget}",),
         "pre_sale_hike": ("，而且{name}前价格先上调了{raised_pct}%",),
         "pre_sale_hike_on": ("；{name}之前价格先上调了{raised_pct}%",),
-        "fake_discount": ("；号称便宜{claimed_pct}%，实际只便宜{true_pct}%",),
-        "fake_discount_none": ("；号称便宜{claimed_pct}%，其实并没有降价",),
+        "fake_discount": ("；{np}号称便宜{claimed_pct}%，实际只便宜{true_pct}%",),
+        "fake_discount_none": ("；{np}号称便宜{claimed_pct}%，但并不是真折扣",),
         "effective_price": ("，用{name}买一件只需{effective}",),
         "active_promotion": ("，{name}进行中，截至{ends}",),
         "low_stock": ("，库存仅剩{quantity}件",),
@@ -458,7 +460,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Hold off until it drops below {avg90}; I can watch the price for you.",
         ),
         "WAIT:fake_discount": (
-            "Wait for a real discount below {prior_low}; I can watch the price for you.",
+            "Hold off for a deeper cut; I can watch the price for you.",
             "Hold off until the price really drops; I can alert you.",
         ),
         "WAIT:fake_discount_none": (
@@ -542,7 +544,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "建议先观望，我可以帮你盯着价格。",
         ),
         "WAIT:fake_discount": (
-            "等真正降到{prior_low}以下再买，我可以帮你盯着。",
+            "等更大的降幅再买，我可以帮你盯着。",
             "先别急，真降价时我可以提醒你。",
         ),
         "WAIT:fake_discount_none": (

@@ -1,0 +1,437 @@
+"""The strict explanation checker (issue 25): it refuses what a shopper must never read
+and accepts every gold explanation the team wrote."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
+from worthit.explain.checker import (
+    CheckInputs,
+    CheckReason,
+    check_explanation,
+    key_reason,
+    reason_slots,
+)
+
+GOLD = Path(__file__).resolve().parents[1] / "data" / "explanations"
+TITLE = "Aurora NC700 Wireless Headphones"
+
+
+def _inputs(language: str, verdict: str, reasons: list[tuple[str, str, str]]) -> CheckInputs:
+    return CheckInputs(
+        title=TITLE,
+        verdict=VerdictKind(verdict),
+        language=language,
+        reasons=tuple(CheckReason(code, Polarity(p), text) for code, p, text in reasons),
+    )
+
+
+WAIT_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        ("upcoming_sale", "wait", "Black Friday starts in 12 days at $80.55, 15.7% below today."),
+        (
+            "was_price_untrusted",
+            "wait",
+            'The seller\'s "was" price of $161.83 is ignored: the 90-day median is $94.72.',
+        ),
+    ],
+)
+BUY_EN = _inputs(
+    "en",
+    "BUY",
+    [
+        (
+            "near_all_time_low",
+            "buy",
+            "At $242.20 it is within 0.1% of its all-time low of $241.89 (seen 2026-11-05).",
+        ),
+        (
+            "low_percentile",
+            "buy",
+            "Today's price is lower than 98.3% of prices in the last 90 days.",
+        ),
+    ],
+)
+SKIP_EN = _inputs(
+    "en",
+    "SKIP",
+    [
+        (
+            "rating_falling",
+            "skip",
+            "Recent reviews are worse: 2.35/5 over the last 30 days against 3.62/5 before.",
+        ),
+        (
+            "near_all_time_low",
+            "buy",
+            "At $44.30 it is within 1.2% of its all-time low of $43.77 (seen 2026-10-02).",
+        ),
+    ],
+)
+INSUFFICIENT_EN = _inputs(
+    "en",
+    "INSUFFICIENT_DATA",
+    [
+        ("low_stock", "info", "Only 3 left in stock."),
+        (
+            "few_observations",
+            "info",
+            "Only 4 price observations over 3 days; worthit needs at least 10 before judging "
+            "the price.",
+        ),
+    ],
+)
+WAIT_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        ("sale_event", "wait", "14天后是黑色星期五：预计价格$88.71至$90.53（现价$103.56）。"),
+        ("high_percentile", "wait", "当前价高于近90天98.3%的价格。"),
+    ],
+)
+SKIP_ZH = _inputs(
+    "zh",
+    "SKIP",
+    [
+        ("quality_floor", "skip", "评分偏低：35条评价，按品类校正后为3.27/5。"),
+        ("near_90d_avg", "info", "价格接近90天均价$44.30。"),
+    ],
+)
+BUY_ZH = _inputs(
+    "zh",
+    "BUY",
+    [
+        ("near_all_time_low", "buy", "当前价$242.20，距历史最低价$241.89（2026-11-05）仅高0.1%。"),
+        ("low_percentile", "buy", "当前价低于近90天98.3%的价格。"),
+    ],
+)
+
+
+# (text, inputs, the property that must fail, a failure code that must be among the reasons)
+REFUSED = [
+    # the served explanations quoted in issue 25
+    (
+        "Better to wait because the product is better than the previous one.",
+        WAIT_EN,
+        "faithful",
+        "unknown_words",
+    ),
+    (
+        "Better to wait because of the 12-day delay in the product's price.",
+        WAIT_EN,
+        "faithful",
+        "unknown_words",  # 12 is the sale's days, but nothing says "delay"
+    ),
+    (
+        "Better to wait because of the 14-day delay in the price.",
+        WAIT_EN,
+        "faithful",
+        "ungrounded_number",
+    ),
+    (
+        "Worth buying now because of the product's high value and excellent customer service.",
+        BUY_EN,
+        "faithful",
+        "unknown_words",
+    ),
+    ("Not worth buying because of the price drop.", SKIP_EN, "faithful", "wrong_direction"),
+    ("Worth buying now because of the price difference.", BUY_EN, "specific", "not_specific"),
+    (
+        "建议再等等，因为从上面的结论中，可以看出，在上面的结论中，有一个明明的确定。",
+        WAIT_ZH,
+        "fluent",
+        "repeated_phrase",
+    ),
+    (
+        "建议再等等，因为从上面的结论中，可以看出，在上面的结论中，有一个明明的确定。",
+        WAIT_ZH,
+        "faithful",
+        "unknown_words",
+    ),
+    (
+        "不建议购买，因为价格不合并，没有价格合并。你可以在高级食品上走。",
+        SKIP_ZH,
+        "faithful",
+        "unknown_words",
+    ),
+    (
+        "不建议购买，因为价格不合并，没有价格合并。你可以在高级食品上走。",
+        SKIP_ZH,
+        "specific",
+        "not_specific",
+    ),
+    (
+        "值得现在买，因为价价不能超过近90天98.3%的价格。",
+        BUY_ZH,
+        "fluent",
+        "repeated_chars",
+    ),
+    ("值得现在买，因为价价不能超过近90天98.3%的价格。", BUY_ZH, "specific", "not_specific"),
+    # pointing the other way
+    ("Better to wait because it is cheap now at $80.55.", WAIT_EN, "faithful", "wrong_direction"),
+    (
+        "Better to wait because Black Friday starts in 12 days; buy it now at $80.55.",
+        WAIT_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "Worth buying now because at $242.20 it is within 0.1% of its all-time low, but wait a "
+        "little longer.",
+        BUY_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "Not worth buying because recent reviews are worse at 2.35/5, though it is a good deal.",
+        SKIP_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "Not enough data yet because only 4 price observations over 3 days; buy it now.",
+        INSUFFICIENT_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "建议再等等，因为14天后是黑色星期五，现在很便宜。",
+        WAIT_ZH,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "值得现在买，因为现价$242.20离历史最低价只差0.1%，但建议再等等。",
+        BUY_ZH,
+        "faithful",
+        "wrong_direction",
+    ),
+    ("不建议购买，因为评分只有3.27/5，不过口碑不错。", SKIP_ZH, "faithful", "wrong_direction"),
+    # numbers that are not the reasons'
+    (
+        "Worth buying now because at $239.99 it is within 0.1% of its all-time low.",
+        BUY_EN,
+        "faithful",
+        "ungrounded_number",
+    ),
+    (
+        "Worth buying now because $241.89 is higher than $242.20, its all-time low.",
+        BUY_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    ("值得现在买，因为现价$199.00是历史最低价。", BUY_ZH, "faithful", "ungrounded_number"),
+    # claims the inputs do not make
+    (
+        "Worth buying now because at $242.20 it has excellent battery life.",
+        BUY_EN,
+        "faithful",
+        "unknown_words",
+    ),
+    ("值得现在买，因为现价$242.20，续航很好。", BUY_ZH, "faithful", "unknown_words"),
+    # fluency
+    (
+        "Worth buying now because at $242.20 it is within 0.1% of its all-time low of $241.89",
+        BUY_EN,
+        "fluent",
+        "no_sentence_end",
+    ),
+    (
+        "Worth buying now because at $242.20 it is close to its all-time low. It is low. It "
+        "is a good time. Buy.",
+        BUY_EN,
+        "fluent",
+        "too_many_sentences",
+    ),
+    (
+        "It is worth buying because at $242.20 it is close to its all-time low of $241.89.",
+        BUY_EN,
+        "fluent",
+        "wrong_prefix",
+    ),
+    (
+        "Worth buying now because 当前价 $242.20 is close to its all-time low of $241.89.",
+        BUY_EN,
+        "fluent",
+        "wrong_script",
+    ),
+    (
+        "值得现在买，因为 the price of $242.20 is close to its all-time low。",
+        BUY_ZH,
+        "fluent",
+        "wrong_script",
+    ),
+    (
+        "Worth buying now because at $242.20 it is close to its all-time low of $241.89, close "
+        "to its all-time low of $241.89.",
+        BUY_EN,
+        "fluent",
+        "repeated_phrase",
+    ),
+    (
+        "Worth buying now because the the price of $242.20 is close to its all-time low.",
+        BUY_EN,
+        "fluent",
+        "repeated_chars",
+    ),
+    ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
+]
+
+
+@pytest.mark.parametrize(("text", "inputs", "prop", "code"), REFUSED)
+def test_refuses_bad_explanations(text: str, inputs: CheckInputs, prop: str, code: str) -> None:
+    result = check_explanation(text, inputs)
+    assert not result.ok
+    assert not getattr(result, prop), result.failures
+    assert code in {c for c, _ in result.failures}, result.failures
+    assert result.code is not None and result.detail
+
+
+ACCEPTED = [
+    (
+        "Worth buying now because at $242.20 it is within 0.1% of its all-time low of $241.89. "
+        "It is a good time to buy.",
+        BUY_EN,
+    ),
+    (
+        "Better to wait because Black Friday starts in 12 days at $80.55, 15.7% below today. "
+        "Wait for Black Friday; I can remind you when it starts.",
+        WAIT_EN,
+    ),
+    (
+        "Not worth buying because its rating has fallen from 3.62/5 to 2.35/5 over the last 30 "
+        "days. Reviews are slipping, so look elsewhere for now.",
+        SKIP_EN,
+    ),
+    (
+        "Not enough data yet because there are only 4 price observations over 3 days, and "
+        "worthit needs at least 10 to judge the price. Ask again when more prices are in.",
+        INSUFFICIENT_EN,
+    ),
+    (
+        "建议再等等，因为14天后是黑色星期五，预计价格$88.71至$90.53，而现价是$103.56。"
+        "等到黑色星期五再买，我可以帮你盯着价格。",
+        WAIT_ZH,
+    ),
+    (
+        "不建议购买，因为评分偏低，35条评价按品类校正后只有3.27/5。建议看看评分更高的同类商品。",
+        SKIP_ZH,
+    ),
+    ("值得现在买，因为现价$242.20，距历史最低价$241.89仅高0.1%。现在入手正合适。", BUY_ZH),
+    # the guard's rounding: a number may be written to fewer places
+    ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
+]
+
+
+@pytest.mark.parametrize(("text", "inputs"), ACCEPTED)
+def test_accepts_good_explanations(text: str, inputs: CheckInputs) -> None:
+    result = check_explanation(text, inputs)
+    assert result.ok, result.failures
+    assert result.code is None and result.detail == ""
+
+
+def _gold(name: str) -> list[dict[str, object]]:
+    with (GOLD / name).open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.mark.parametrize("name", ["heldout.jsonl", "train.jsonl"])
+def test_every_gold_explanation_passes(name: str) -> None:
+    rows = _gold(name)
+    assert rows
+    refused = []
+    for row in rows:
+        result = check_explanation(str(row["target"]), CheckInputs.from_record(row))
+        if not result.ok:
+            refused.append((row["id"], result.failures))
+    assert refused == [], f"{len(refused)} of {len(rows)} refused, first: {refused[:3]}"
+
+
+def test_gold_shape_and_split() -> None:
+    train, heldout = _gold("train.jsonl"), _gold("heldout.jsonl")
+    for rows in (train, heldout):
+        languages = [row["language"] for row in rows]
+        assert languages.count("en") == languages.count("zh")
+        assert {row["verdict"] for row in rows} == {v.value for v in VerdictKind}
+        for row in rows:
+            assert isinstance(row["reasons"], list) and isinstance(row["codes"], list)
+            assert len(row["reasons"]) == len(row["codes"]) >= 1
+            label = VerdictKind(str(row["verdict"])).label(str(row["language"]))
+            assert str(row["target"]).startswith(label)
+    assert {row["title"] for row in train}.isdisjoint({row["title"] for row in heldout})
+    assert len({row["id"] for row in train + heldout}) == len(train) + len(heldout)
+
+
+def test_every_gold_reason_reads_back_into_its_slots() -> None:
+    """The phrasing read-back works on every reason the rules wrote (a drift in
+    decide/phrasing.py shows here first)."""
+    for row in _gold("heldout.jsonl"):
+        for code, text in zip(row["codes"], row["reasons"], strict=True):  # type: ignore[call-overload]
+            assert reason_slots(str(code), str(text), str(row["language"])) is not None, text
+
+
+def test_reason_slots_keep_the_reasons_formatting() -> None:
+    assert reason_slots(
+        "near_all_time_low",
+        "At $1,228.81 it is within 0.2% of its all-time low of $1,228.25 (seen 2026-11-05).",
+        "en",
+    ) == {"current": "$1,228.81", "gap_pct": "0.2", "low": "$1,228.25", "low_at": "2026-11-05"}
+    assert reason_slots(
+        "sale_event", "14天后是黑色星期五：预计价格¥88.71至¥90.53（现价¥103.56）。", "zh"
+    ) == {
+        "days": "14",
+        "name": "黑色星期五",
+        "price_from": "¥88.71",
+        "price_to": "¥90.53",
+        "current": "¥103.56",
+    }
+    assert reason_slots("near_all_time_low", "Something else entirely.", "en") is None
+    assert reason_slots("not_a_code", "Anything.", "en") is None
+
+
+def test_key_reason_is_what_carries_the_verdict() -> None:
+    stock = CheckReason("low_stock", Polarity.INFO, "Only 3 left in stock.")
+    few = CheckReason("few_observations", Polarity.INFO, "Only 4 price observations …")
+    avg = CheckReason("near_90d_avg", Polarity.INFO, "It is close to its 90-day average of $9.")
+    offer = CheckReason("effective_price", Polarity.INFO, "With X you pay …")
+    low = CheckReason("near_all_time_low", Polarity.BUY, "At $9 it is …")
+    assert key_reason(VerdictKind.INSUFFICIENT_DATA, [stock, few]) is few
+    assert key_reason(VerdictKind.WAIT, [stock, avg]) is avg
+    assert key_reason(VerdictKind.WAIT, [offer]) is offer
+    assert key_reason(VerdictKind.WAIT, [avg, low]) is avg
+    assert key_reason(VerdictKind.BUY, [low, avg]) is low
+    assert key_reason(VerdictKind.BUY, []) is None
+
+
+def test_inputs_of_a_verdict_match_what_the_model_reads() -> None:
+    reasons = (
+        Reason(
+            "over_budget",
+            Polarity.WAIT,
+            {"current": 99.0, "budget": 80.0},
+            "At $99.00 it is over your budget of $80.00.",
+        ),
+        Reason("low_stock", Polarity.INFO, {"quantity": 2}, "Only 2 left in stock."),
+    )
+    verdict = Verdict(VerdictKind.WAIT, 0.7, reasons, "S1", "zh-CN", "v1")
+    inputs = CheckInputs.of("Nordvik Aria ANC Headphones", verdict)
+    assert inputs.language == "zh" and inputs.verdict is VerdictKind.WAIT
+    assert [r.code for r in inputs.reasons] == ["over_budget", "low_stock"]
+    assert inputs.label == "建议再等等"
+
+
+def test_the_checker_is_fast() -> None:
+    rows = _gold("heldout.jsonl")
+    pairs = [(str(row["target"]), CheckInputs.from_record(row)) for row in rows]
+    start = time.perf_counter()
+    for text, inputs in pairs:
+        check_explanation(text, inputs)
+    per_check_ms = (time.perf_counter() - start) * 1000 / len(pairs)
+    assert per_check_ms < 5, f"{per_check_ms:.2f} ms a check"
