@@ -1,11 +1,15 @@
 """The catalogue's names in an SQLite FTS5 index, and the ranking of what it finds.
 
-FTS5 (unicode61 over the terms of `search_text`, bm25) finds candidates in well under a
-millisecond at 100,000 products; Python then ranks them by how a shopper means a name:
-how much of the query a product matches (exactly, by a typo away, or as a prefix while
-typing), whether one of its names holds the query with nothing more (a brand + model
-code, an alias in any language), and popularity last. Tokens of every name are
-precomputed here, so the same analysis serves both sides.
+FTS5 (unicode61 over the terms of `search_text`) finds candidates; Python then ranks
+them by how a shopper means a name: how much of the query a product matches (exactly,
+by a typo away, or as a prefix while typing), whether one of its names holds the query
+with nothing more (a brand + model code, an alias in any language), and popularity last.
+
+Candidates come in two steps, each bounded so that a common word costs no more at
+100,000 products than at 2,000. Rows are numbered by popularity, so FTS5's natural rowid
+order is "most popular first" and a LIMIT stops early. First, products matching every
+word the catalogue knows (typos as their corrections); when none does (a word of a
+question, a wrong model), products matching any of the rarest words, ranked by bm25.
 
 The index lives in process memory and is built from the store's product rows, so it is
 the same on SQLite and PostgreSQL; `update` keeps it current as product records arrive.
@@ -13,11 +17,12 @@ the same on SQLite and PostgreSQL; `update` keeps it current as product records 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
@@ -25,15 +30,22 @@ from rapidfuzz.distance import OSA
 from worthit.decide.search_text import Analysed, Term, analyse, is_variant, weight
 from worthit.market.entities import SearchHit
 
-CANDIDATES = 200
-"""Products FTS5 hands to the ranking: the ones matching most of the query's rare terms."""
+CANDIDATES = 50
+"""Products FTS5 hands to the ranking."""
+OR_ROWS = 2000
+"""The most rows the any-word step lets FTS5 rank by bm25: its rarest words are used
+while their products add up to no more; a single word commoner than that is read in
+popularity order instead."""
 PREFIX_QUALITY = 0.85
-"""A term still being typed ("auro" for "aurora") counts a little less than a whole one."""
+"""A word still being typed ("auro" for "aurora") counts a little less than a whole one."""
 TYPO_QUALITY = {1: 0.9, 2: 0.8}
-"""A term one or two edits from a catalogue term (a typo) counts a little less again."""
+"""A word one or two edits from a catalogue word (a typo) counts a little less again."""
 EXTRA_PENALTY = 4.0
 """Score lost per extra model word in the best name ("Q5 Pro" when the shopper said "Q5")."""
+_IGNORED_WEIGHT = 0.1
+"""Positions weighing this little (filler, particles) are never required to match."""
 _CORRECTIONS_KEPT = 4096
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +63,8 @@ class Entry:
     hit: SearchHit
     names: tuple[Name, ...]
     popularity: int
+    postings: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """Term → (name, start, end) of each place a name has it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,25 @@ def names_of(hit: SearchHit) -> tuple[Name, ...]:
     return tuple(name for name in names if name.analysed.positions)
 
 
+def entry_of(hit: SearchHit, popularity: int) -> Entry:
+    names = names_of(hit)
+    postings: dict[str, list[tuple[int, int, int]]] = {}
+    for i, name in enumerate(names):
+        for term in name.analysed.terms:
+            postings.setdefault(term.text, []).append((i, term.start, term.end))
+    return Entry(hit, names, popularity, postings)
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    analysed: Analysed
+    weights: tuple[float, ...]
+    wanted: dict[str, list[tuple[Term, float]]]
+    """Catalogue term → the query terms it satisfies and how well."""
+    started: str | None
+    """The unfinished last word, when completing."""
+
+
 class SearchIndex:
     """Thread-safe: one in-memory SQLite connection behind a lock (a query holds it for
     well under a millisecond), the entries in plain dicts."""
@@ -85,15 +118,17 @@ class SearchIndex:
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
             "CREATE VIRTUAL TABLE names USING fts5("
-            "terms, popularity UNINDEXED, tokenize = 'unicode61 remove_diacritics 0')"
+            "terms, tokenize = 'unicode61 remove_diacritics 0')"
         )
         self._entries: dict[int, Entry] = {}
         self._rowids: dict[str, int] = {}
-        self._vocabulary: dict[str, int] = {}
+        self._last_rowid = 0
+        self._frequency: dict[str, int] = {}
         self._words: list[str] | None = None
         self._corrections: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
         self._popularity = dict(popularity)
-        self.update(hits)
+        ordered = sorted(hits, key=lambda hit: (-self._popularity.get(hit.sku, 0), hit.sku))
+        self.update(ordered)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -102,80 +137,106 @@ class SearchIndex:
         rowid = self._rowids.get(sku)
         return None if rowid is None else self._entries.get(rowid)
 
-    def update(self, hits: Iterable[SearchHit], popularity: Mapping[str, int] = {}) -> None:
-        """Add products, or replace the names of ones already indexed."""
+    def update(self, hits: Iterable[SearchHit]) -> None:
+        """Add products (after every one indexed: least popular), or rename ones indexed."""
         with self._lock:
-            self._popularity.update(popularity)
             rows = []
             for hit in hits:
-                old = self._rowids.get(hit.sku)
-                if old is not None:
-                    self._forget(old)
-                entry = Entry(hit, names_of(hit), self._popularity.get(hit.sku, 0))
-                rowid = old if old is not None else len(self._rowids) + 1
-                while old is None and rowid in self._entries:
-                    rowid += 1
+                rowid = self._rowids.get(hit.sku)
+                if rowid is not None:
+                    self._forget(rowid)
+                else:
+                    self._last_rowid += 1
+                    rowid = self._last_rowid
+                entry = entry_of(hit, self._popularity.get(hit.sku, 0))
                 self._rowids[hit.sku] = rowid
                 self._entries[rowid] = entry
-                texts = {t.text for n in entry.names for t in n.analysed.terms}
-                for text in texts:
-                    self._vocabulary[text] = self._vocabulary.get(text, 0) + 1
-                rows.append((rowid, " ".join(sorted(texts)), entry.popularity))
-            self._db.executemany(
-                "INSERT INTO names (rowid, terms, popularity) VALUES (?, ?, ?)", rows
-            )
+                for text in entry.postings:
+                    self._frequency[text] = self._frequency.get(text, 0) + 1
+                rows.append((rowid, " ".join(entry.postings)))
+            self._db.executemany("INSERT INTO names (rowid, terms) VALUES (?, ?)", rows)
             self._words = None
             self._corrections.clear()
 
     def _forget(self, rowid: int) -> None:
         entry = self._entries.pop(rowid)
-        for text in {t.text for n in entry.names for t in n.analysed.terms}:
-            left = self._vocabulary.get(text, 1) - 1
+        for text in entry.postings:
+            left = self._frequency.get(text, 1) - 1
             if left:
-                self._vocabulary[text] = left
+                self._frequency[text] = left
             else:
-                self._vocabulary.pop(text, None)
+                self._frequency.pop(text, None)
         self._db.execute("DELETE FROM names WHERE rowid = ?", (rowid,))
 
     def search(self, text: str, limit: int = 8, *, prefix: bool = False) -> list[Match]:
         """Products for `text`, best first. `prefix`: the last word may be unfinished
-        (autocomplete); otherwise every term is whole, or a typo of a whole one."""
-        query = analyse(text)
-        if not query.positions:
+        (autocomplete); otherwise every word is whole, or a typo of a whole one."""
+        analysed = analyse(text)
+        if not analysed.positions:
             return []
         with self._lock:
-            wanted = self._wanted(query)
-            started = self._started(query) if prefix else None
-            expression = " OR ".join(_quoted(t) for t in wanted)
-            if started:
-                expression = " OR ".join(filter(None, [expression, _quoted(started) + "*"]))
-            if not expression:
-                return []
-            rows = self._db.execute(
-                "SELECT rowid FROM names WHERE names MATCH ?"
-                " ORDER BY round(bm25(names), 1), popularity DESC LIMIT ?",
-                (expression, CANDIDATES),
-            ).fetchall()
-            entries = [self._entries[row[0]] for row in rows]
-        matches = [
-            m for m in (_match(e, query, wanted, started) for e in entries) if m.coverage > 0
-        ]
+            query = self._query(analysed, prefix)
+            rowids = self._every_word(query) or self._any_word(query)
+            entries = [self._entries[rowid] for rowid in rowids]
+        matches = [m for m in (_match(e, query) for e in entries) if m.coverage > 0]
         matches.sort(key=lambda m: (-m.score, -m.popularity, m.hit.sku))
         return matches[:limit]
 
-    def _wanted(self, query: Analysed) -> dict[str, list[tuple[Term, float]]]:
-        """Catalogue term → the query terms it satisfies and how well (1 exact, less for
-        a typo). A query term the catalogue lacks is looked up as a typo."""
+    def _query(self, analysed: Analysed, prefix: bool) -> _Query:
         wanted: dict[str, list[tuple[Term, float]]] = {}
-        for term in query.terms:
-            if term.text in self._vocabulary:
+        for term in analysed.terms:
+            if term.text in self._frequency:
                 wanted.setdefault(term.text, []).append((term, 1.0))
                 continue
-            if any(query.cjk[term.start : term.end]) or len(term.text) < 4:
+            if any(analysed.cjk[term.start : term.end]) or len(term.text) < 4:
                 continue
+            if term.text.isdigit():
+                continue  # a number is not a typo of another number
             for corrected, distance in self._typos(term.text):
                 wanted.setdefault(corrected, []).append((term, TYPO_QUALITY[distance]))
-        return wanted
+        last = analysed.positions[-1]
+        long_enough = len(last) >= (1 if analysed.cjk[-1] else 2)
+        weights = tuple(weight(p, c) for p, c in zip(analysed.positions, analysed.cjk, strict=True))
+        return _Query(analysed, weights, wanted, last if prefix and long_enough else None)
+
+    def _every_word(self, query: _Query) -> list[int]:
+        """Products having, for every position that can match, one of its terms."""
+        groups: list[list[str]] = [[] for _ in query.analysed.positions]
+        for text, hits in query.wanted.items():
+            for term, _ in hits:
+                for i in range(term.start, term.end):
+                    groups[i].append(_quoted(text))
+        if query.started:
+            groups[-1].append(_quoted(query.started) + "*")
+        required = [
+            g for g, w in zip(groups, query.weights, strict=True) if g and w > _IGNORED_WEIGHT
+        ]
+        if not required:
+            return []
+        expression = " AND ".join(f"({' OR '.join(dict.fromkeys(g))})" for g in required)
+        return self._rows(expression, "rowid")
+
+    def _any_word(self, query: _Query) -> list[int]:
+        """Products having any of the query's rarest terms, by bm25."""
+        rarest = sorted(query.wanted, key=lambda text: self._frequency.get(text, 0))
+        chosen: list[str] = []
+        rows = 0
+        for text in rarest:
+            if chosen and rows + self._frequency[text] > OR_ROWS:
+                break
+            chosen.append(_quoted(text))
+            rows += self._frequency[text]
+        if query.started and not chosen:
+            chosen.append(_quoted(query.started) + "*")
+            rows = OR_ROWS + 1
+        if not chosen:
+            return []
+        order = "bm25(names), rowid" if rows <= OR_ROWS else "rowid"
+        return self._rows(" OR ".join(chosen), order)
+
+    def _rows(self, expression: str, order: str) -> list[int]:
+        sql = f"SELECT rowid FROM names WHERE names MATCH ? ORDER BY {order} LIMIT ?"
+        return [row[0] for row in self._db.execute(sql, (expression, CANDIDATES))]
 
     def _typos(self, text: str) -> list[tuple[str, int]]:
         """Catalogue terms one edit away (two for long words), transpositions counting one."""
@@ -183,20 +244,19 @@ class SearchIndex:
         if cached is not None:
             return cached
         if self._words is None:
-            self._words = [w for w in self._vocabulary if w.isascii()]
+            self._words = [w for w in self._frequency if w.isascii()]
         most = 1 if len(text) < 8 else 2
         found = process.extract(text, self._words, scorer=OSA.distance, score_cutoff=most, limit=8)
-        corrections = [(word, int(distance)) for word, distance, _ in found if distance >= 1]
+        digits = _DIGITS.findall(text)
+        corrections = [
+            (word, int(distance))
+            for word, distance, _ in found
+            if distance >= 1 and _DIGITS.findall(word) == digits  # "NC500" is no typo of "NC700"
+        ]
         self._corrections[text] = corrections
         if len(self._corrections) > _CORRECTIONS_KEPT:
             self._corrections.popitem(last=False)
         return corrections
-
-    @staticmethod
-    def _started(query: Analysed) -> str | None:
-        """The last position, if long enough to complete without listing the catalogue."""
-        last = query.positions[-1]
-        return last if len(last) >= (1 if query.cjk[-1] else 2) else None
 
 
 def _quoted(term: str) -> str:
@@ -204,37 +264,34 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _match(
-    entry: Entry,
-    query: Analysed,
-    wanted: Mapping[str, list[tuple[Term, float]]],
-    started: str | None,
-) -> Match:
-    weights = [weight(p, c) for p, c in zip(query.positions, query.cjk, strict=True)]
+def _match(entry: Entry, query: _Query) -> Match:
+    weights = query.weights
+    last = len(weights) - 1
+    quality: dict[int, list[float]] = {}
+    covered: dict[int, set[int]] = {}
+    for text, hits in query.wanted.items():
+        for name, start, end in entry.postings.get(text, ()):
+            values = quality.setdefault(name, [0.0] * len(weights))
+            for term, value in hits:
+                for i in range(term.start, term.end):
+                    values[i] = max(values[i], value)
+            covered.setdefault(name, set()).update(range(start, end))
+    if query.started:
+        for text, places in entry.postings.items():
+            if text.startswith(query.started) and text not in query.wanted:
+                for name, start, end in places:
+                    values = quality.setdefault(name, [0.0] * len(weights))
+                    values[last] = max(values[last], PREFIX_QUALITY)
+                    covered.setdefault(name, set()).update(range(start, end))
     total = sum(weights)
-    last = len(query.positions) - 1
     overall = [0.0] * len(weights)
     best_weight, best_extra = 0.0, 0
-    for name in entry.names:
-        quality = [0.0] * len(weights)
-        covered: set[int] = set()
-        for term in name.analysed.terms:
-            hits = wanted.get(term.text, ())
-            for wanted_term, value in hits:
-                for i in range(wanted_term.start, wanted_term.end):
-                    quality[i] = max(quality[i], value)
-            if not hits and started and term.text.startswith(started):
-                quality[last] = max(quality[last], PREFIX_QUALITY)
-            elif not hits:
-                continue
-            covered.update(range(term.start, term.end))
-        if not covered:
-            continue
-        matched = sum(w * q for w, q in zip(weights, quality, strict=True))
-        extra = _extra(name, covered)
+    for name, values in quality.items():
+        matched = sum(w * q for w, q in zip(weights, values, strict=True))
+        extra = _extra(entry.names[name], covered[name])
         if (matched, -extra) > (best_weight, -best_extra):
             best_weight, best_extra = matched, extra
-        overall = [max(a, b) for a, b in zip(overall, quality, strict=True)]
+        overall = [max(a, b) for a, b in zip(overall, values, strict=True)]
     coverage = sum(w * q for w, q in zip(weights, overall, strict=True)) / total
     score = 100 * (0.8 * coverage + 0.2 * best_weight / total) - EXTRA_PENALTY * min(best_extra, 5)
     return Match(entry.hit, round(max(score, 0.0), 1), round(coverage, 3), entry.popularity)
@@ -242,11 +299,15 @@ def _match(
 
 def _extra(name: Name, covered: set[int]) -> int:
     """Words of this name beyond what the query matched. In a label, every one; in a
-    title, the ones inside the matched stretch, and a variant word just after it."""
-    positions = name.analysed.positions
-    if not name.is_title:
-        return len(positions) - len(covered)
-    low, high = min(covered), max(covered)
-    gaps = high - low + 1 - len(covered)
-    after = positions[high + 1] if high + 1 < len(positions) else None
-    return gaps + (1 if after is not None and is_variant(after) else 0)
+    title, the ones inside the matched stretch, and a variant word just after it. The
+    character pairs of one CJK stretch count as one word."""
+    positions, cjk = name.analysed.positions, name.analysed.cjk
+    first, last = (min(covered), max(covered)) if name.is_title else (0, len(positions) - 1)
+    words = 0
+    for i in range(first, last + 1):
+        continues = i > first and cjk[i] and cjk[i - 1] and i - 1 not in covered
+        if i not in covered and not continues:
+            words += 1
+    if name.is_title and last + 1 < len(positions) and is_variant(positions[last + 1]):
+        words += 1
+    return words

@@ -18,13 +18,14 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-_CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = "\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 # A word: letters and digits, with inner hyphens, dots, slashes or apostrophes ("WH-1000XM5").
 _WORD = re.compile(rf"[^\W_{_CJK}]+(?:[-./'’][^\W_{_CJK}]+)*")
 _PIECE = re.compile(rf"{_CJK_RUN.pattern}|{_WORD.pattern}")
 _JOINER = re.compile(r"[-./'’]")
 _DIGIT = re.compile(r"\d")
+_HIRAGANA = re.compile(r"[\u3041-\u309f]+")
 
 VARIANT_WORDS = frozenset(
     {"pro", "max", "lite", "plus", "mini", "ultra", "se", "slim", "neo", "ii", "iii", "iv"}
@@ -105,10 +106,11 @@ def weight(position: str, is_cjk: bool) -> float:
     """How much a query position says about which product is meant.
 
     A model code (it has a digit) says most; a word says something; a CJK pair less
-    than a word (two pairs make a brand like "极光"); filler words almost nothing.
+    than a word (two pairs make a brand like "极光"); filler words and hiragana (the
+    particles of a Japanese sentence: "AuroraのNC700") almost nothing.
     """
     if is_cjk:
-        return 0.7
+        return 0.1 if _HIRAGANA.fullmatch(position) else 0.7
     if _DIGIT.search(position):
         return 2.0
     if position in FILLER_WORDS:
