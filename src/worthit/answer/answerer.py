@@ -105,8 +105,11 @@ class Answerer:
         return self.facts.warm(skus, budget_s)
 
     def facts_changed(self, skus: Iterable[str]) -> None:
-        """Events changed these products: their sheets go now."""
+        """Events changed these products: their sheets go now, and a product record among
+        the events (a new product, a new title or alias) is searchable at once."""
+        skus = list(skus)
         self.facts.evict(skus)
+        self.decider.resolver.refresh(skus)
 
     def facts_restated(self, skus: Iterable[str]) -> None:
         """Events moved what these products' explanations may say (a price, a rating, a
