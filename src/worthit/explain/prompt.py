@@ -31,7 +31,7 @@ _FIELDS = {
     "zh": ("商品", "结论", "理由"),
     "ja": ("商品", "判定", "理由"),
 }
-_ANSWER_PREFIX = {"en": "{label} because", "zh": "{label}，因为", "ja": "{label}。理由は、"}
+_ANSWER_PREFIX = {"en": "{label} because", "zh": "{label}，因为", "ja": "{label}、なぜなら"}
 
 
 def build_messages(inputs: ExplanationInputs) -> list[dict[str, str]]:
