@@ -162,3 +162,29 @@ def test_a_tenant_column_moved_to_another_tenant_is_named(
     path, verifier = written
     edit(path, lambda conn: conn.execute("UPDATE leaves SET tenant = 'rival' WHERE idx = 3"))
     assert "tenant" in " ".join(named(check_log(path, verifier))[3])
+
+
+@pytest.mark.parametrize(
+    ("sql", "index"),
+    [
+        ("UPDATE leaves SET data = CAST(data AS TEXT) WHERE idx = 5", 5),
+        ("UPDATE leaves SET data = 'not a leaf' WHERE idx = 5", 5),
+        ("UPDATE leaves SET data = 12345 WHERE idx = 5", 5),
+        ("UPDATE leaves SET hash = hex(hash) WHERE idx = 5", 5),
+        ("UPDATE leaves SET wall_ms = 'noon' WHERE idx = 5", 5),
+        ("UPDATE leaves SET tenant = 7 WHERE idx = 5", 5),
+        ("UPDATE nodes SET hash = 'x' WHERE id = (SELECT min(id) FROM nodes)", None),
+        ("UPDATE checkpoints SET root = 'x' WHERE tree_size = 16", None),
+        ("UPDATE checkpoints SET note = 42 WHERE tree_size = 16", None),
+    ],
+)
+def test_a_copy_with_wrongly_typed_columns_is_named_not_a_crash(
+    written: tuple[Path, NoteVerifier], sql: str, index: int | None
+) -> None:
+    """A tampered copy may store TEXT or a number where the log writes a BLOB."""
+    path, verifier = written
+    edit(path, lambda conn: conn.execute(sql))
+    report = check_log(path, verifier)
+    assert not report.ok
+    if index is not None:
+        assert index in named(report)

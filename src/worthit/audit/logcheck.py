@@ -27,7 +27,7 @@ from worthit.audit.frontier import Frontier
 from worthit.audit.merkle import leaf_hash
 from worthit.audit.note import NoteVerifier
 from worthit.audit.record import decode_leaf
-from worthit.audit.store import LogReader, StoredCheckpoint, connect, node_id
+from worthit.audit.store import LogReader, StoredCheckpoint, connect, node_id, stored_bytes
 
 MAX_PROBLEMS = 1_000
 
@@ -116,10 +116,13 @@ class _Check:
                 gap = "it was" if idx == expected + 1 else f"leaves {expected} to {idx - 1} were"
                 self.problem(expected, f"missing: {gap} dropped")
                 self.broken = True
-            data = bytes(data)
-            hashed = leaf_hash(data)
             named = len(self.report.problems)
-            self._check_leaf(idx, hashed, bytes(stored_hash), data, wall_ms, tenant)
+            for column, value in (("data", data), ("hash", stored_hash)):
+                if not isinstance(value, bytes | memoryview):
+                    self.problem(idx, f"its {column} is stored as {_sql_type(value)}, not a BLOB")
+            data = stored_bytes(data)
+            hashed = leaf_hash(data)
+            self._check_leaf(idx, hashed, stored_bytes(stored_hash), data, wall_ms, tenant)
             if not self.broken:
                 self._grow(hashed, changed=len(self.report.problems) > named)
             expected = idx + 1
@@ -215,4 +218,10 @@ class _LevelCursor:
                 return None
             self._ahead = None
             if key == wanted:
-                return bytes(value)
+                return stored_bytes(value)
+
+
+def _sql_type(value: object) -> str:
+    return {int: "INTEGER", float: "REAL", str: "TEXT", type(None): "NULL"}.get(
+        type(value), type(value).__name__
+    )

@@ -267,7 +267,10 @@ class LogReader:
         rows = self._db().execute(
             "SELECT tree_size, root, wall_ms, note FROM checkpoints ORDER BY tree_size"
         )
-        return [StoredCheckpoint(size, bytes(root), wall, note) for size, root, wall, note in rows]
+        return [
+            StoredCheckpoint(size, stored_bytes(root), wall, str(note))
+            for size, root, wall, note in rows
+        ]
 
     def checkpoint_at(self, size: int) -> StoredCheckpoint | None:
         row = (
@@ -332,3 +335,11 @@ class LogReader:
 def _chunks(values: list[int], size: int = 500) -> Iterator[list[int]]:
     for start in range(0, len(values), size):
         yield values[start : start + size]
+
+
+def stored_bytes(value: object) -> bytes:
+    """A BLOB column's bytes. A copy edited behind the log's back may hold TEXT, a number or
+    NULL there: it reads as other bytes, so the checks that follow name it, never crash."""
+    if isinstance(value, bytes | memoryview):
+        return bytes(value)
+    return b"" if value is None else str(value).encode()

@@ -503,6 +503,9 @@ def _hash(data: Mapping[str, Any], name: str) -> bytes:
 
 
 def _hashes(values: Any, name: str) -> list[bytes]:
+    """JSON `null` is the empty proof: Go's encoders write an empty slice that way."""
+    if values is None:
+        return []
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise MalformedError(f"{name} must be a list of base64 hashes")
     return [_b64(v, f"{name}[{i}]") for i, v in enumerate(values)]
