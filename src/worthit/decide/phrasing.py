@@ -345,9 +345,13 @@ def number(value: float) -> str:
 _TABLES = {"en": _EN, "zh": _ZH, "ja": _JA}
 
 
+def template(code: str, language: str) -> str:
+    """The sentence of a reason code in a language (English for one not kept)."""
+    return _TABLES.get(language, _EN)[code]
+
+
 def sentence(code: str, language: str, values: Mapping[str, object]) -> str:
-    table = _TABLES.get(language, _EN)
-    return table[code].format(**values)
+    return template(code, language).format(**values)
 
 
 def codes() -> frozenset[str]:
