@@ -33,6 +33,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "{current} is only {gap_pct}% above its all-time low of {low}, seen {low_at}",
             "the price of {current} is just {gap_pct}% over its all-time low of {low}",
             "at {current} it is close to its all-time low of {low}, only {gap_pct}% higher",
+            "{current} is within {gap_pct}% of the lowest price it has ever had, {low}",
         ),
         "at_all_time_low": (
             "at {current} it is at its all-time low",
@@ -182,9 +183,13 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "unusable_price": (
             "a recorded price of this product is not above zero, so the price cannot be judged yet",
+            "one of its recorded prices is not above zero, so its price cannot be judged "
+            "until the seller's feed corrects it",
         ),
         "stale_data": (
             "its newest data is more than {age} old, past the freshness objective of {objective}",
+            "its data has not been updated for more than {age}, past the {objective} "
+            "freshness objective",
         ),
     },
     "zh": {
@@ -205,6 +210,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "low_percentile": (
             "当前价低于近90天{share}%的价格",
             "现在的价格比近90天里{share}%的价格都低",
+            "近90天里有{share}%的价格都比现在高",
         ),
         "well_rated": (
             "口碑不错，{count}条评价评分{rating}/5",
@@ -217,6 +223,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "high_percentile": (
             "当前价高于近90天{share}%的价格",
             "现在的价格比近90天里{share}%的价格都高，偏贵",
+            "近90天里{share}%的价格都比现在低，眼下偏贵",
         ),
         "price_falling": (
             "近30天价格已经下降了{drop_pct}%，可能还会继续降",
@@ -229,6 +236,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "upcoming_sale": (
             "{name}将在{days}天后开始，价格{promo_price}，比现在低{saving_pct}%",
             "{days}天后{name}开始，到时只要{promo_price}，比现在便宜{saving_pct}%",
+            "再过{days}天就是{name}，价格会降到{promo_price}",
         ),
         "upcoming_offer": (
             "{name}（{terms}）{days}天后开始，按现价买一件约{promo_price}，比现在的{today}"
@@ -242,10 +250,12 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "out_of_stock": (
             "目前缺货",
             "这件商品现在缺货，买不到",
+            "它目前缺货，现在下不了单",
         ),
         "over_budget": (
             "当前价{current}超出了你的预算{budget}",
             "现价{current}，超过了你{budget}的预算",
+            "{current}的价格比你的预算{budget}高",
         ),
         "pre_sale_hike": (
             "{name}前先涨价，近{raise_days}天价格比此前的{raised_from}上调了{raised_pct}%",
@@ -259,6 +269,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "near_90d_avg": (
             "价格接近90天均价{avg90}，并不算便宜",
             "现价和90天均价{avg90}差不多，没有明显优惠",
+            "现在的价格只是在90天均价{avg90}附近，算不上低价",
         ),
         "fake_discount": (
             "{np}{price}号称比{reference}便宜{claimed_pct}%，但实际只便宜{true_pct}%",
@@ -280,7 +291,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "{name}进行中，截至{ends}，价格{promo_price}",
             "{name}正在进行，{ends}前价格为{promo_price}",
         ),
-        "low_stock": ("库存仅剩{quantity}件",),
+        "low_stock": ("库存仅剩{quantity}件", "只剩{quantity}件库存"),
         "WAIT:effective_price": (
             "即使用上{name}（{terms}），买一件也要{effective}，对它来说并不算低价",
             "用上{name}（{terms}）后，买一件仍要{effective}，还算不上低价",
@@ -288,6 +299,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "WAIT:active_promotion": ("{name}虽然进行到{ends}，但{promo_price}对它来说并不算低价",),
         "quality_floor": (
             "评分偏低，{count}条评价按品类校正后只有{rating}/5",
+            "它的评分只有{rating}/5（{count}条评价，已按品类校正），明显偏低",
             "按品类校正后，它的评分只有{rating}/5（{count}条评价），明显偏低",
         ),
         "rating_falling": (
@@ -303,8 +315,14 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "该商品还没有任何价格记录",
             "这件商品目前还没有价格记录",
         ),
-        "unusable_price": ("该商品有一条价格记录不大于零，暂时无法判断价格",),
-        "stale_data": ("最新数据距今已超过{age}，超出了{objective}的新鲜度目标",),
+        "unusable_price": (
+            "该商品有一条价格记录不大于零，暂时无法判断价格",
+            "它有一条价格记录不大于零，商家修正数据之前无法判断价格",
+        ),
+        "stale_data": (
+            "最新数据距今已超过{age}，超出了{objective}的新鲜度目标",
+            "数据已经超过{age}没有更新，超出了{objective}的新鲜度目标",
+        ),
     },
 }
 
@@ -413,6 +431,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Buying now makes sense.",
             "Now is a good moment to buy it.",
             "If you need it, buy it now.",
+            "Go ahead and buy it if you need it.",
         ),
         "WAIT:upcoming_sale": (
             "Wait for {name} {in_days}; I can remind you when it starts.",
@@ -498,6 +517,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "现在下单很划算。",
             "可以放心下单。",
             "需要的话现在就可以买。",
+            "有需要的话，现在就是入手的好时机。",
         ),
         "WAIT:upcoming_sale": (
             "建议等{name}开始再买，到时我可以提醒你。",

@@ -424,7 +424,7 @@ ALLOWED_EN = _words(
     near about expected expect should bring brings would rather instead against away during
     within sure yet already ever given so around above below under over among highest true
     claimed claims matches match judge reliable tracking record recorded short enough more
-    data average others give offer deeper deep
+    data average others give offer deeper deep go ahead
     """
 )
 """Neutral advice and connective words a shopper's sentence needs beyond the reasons
@@ -448,7 +448,7 @@ ALLOWED_ZH = _words(
     并不算 对比 实际 号称 其实 并没有 用上 后 只需 正在 进行 为 前 给出 从 跌
     降 时 再 买一件 而且 另外 还比 就是 而 再过 预计 是 这个 真降价 时间 之前
     稳 一款 正合适 不过关 别的 别被 所需 活动价 高出 还低 还高 低 高 即使 来说
-    仍要 算不上 低价 并不是 真折扣 降幅 明显 更大
+    仍要 算不上 低价 并不是 真折扣 降幅 明显 更大 好时机 眼下 下不了单
     """
 )
 """Chinese words a shopper's sentence needs beyond the reasons (reviewed: neutral advice,
