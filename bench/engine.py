@@ -3,7 +3,7 @@
 Targets, each started here as a subprocess on a free loopback port and driven through
 the same OpenAI-compatible streaming protocol:
 
-* ``worthit``      ``python -m worthit.server`` (this repository's engine), each request
+* ``worthit``      ``worthit engine serve`` (this repository's engine), each request
   with ``deadline_ms`` (``--deadline-ms``, 800): admission control and deadline stops on
 * ``worthit-nodl`` the same server, requests without a deadline
 * ``llama-server`` llama.cpp's own server (continuous batching, parallel slots, prompt
@@ -101,8 +101,9 @@ def start_target(
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     if name in ("worthit", "worthit-nodl"):
-        cmd = [sys.executable, "-m", "worthit.server", "--host", "127.0.0.1", "--port",
-               str(port), "--model", str(model), "--threads", str(args.threads)]  # fmt: skip
+        cmd = [sys.executable, "-m", "worthit", "engine", "serve", "--host", "127.0.0.1",
+               "--port", str(port), "--model", str(model),
+               "--threads", str(args.threads)]  # fmt: skip
         if args.default_deadline_ms:
             cmd += ["--default-deadline-ms", str(args.default_deadline_ms)]
         cmd += ["--tpot-target-ms", str(args.tpot_target_ms), *args.worthit_args.split()]
@@ -307,7 +308,7 @@ def main() -> None:
     parser.add_argument("--default-deadline-ms", type=float, default=None)
     parser.add_argument("--tpot-target-ms", type=float, default=40.0,
                         help="worthit's TPOT target, held by its batch window")  # fmt: skip
-    parser.add_argument("--worthit-args", default="", help="extra python -m worthit.server args")
+    parser.add_argument("--worthit-args", default="", help="extra worthit engine serve args")
     parser.add_argument("--llama-server", default=None)
     parser.add_argument("--anchor-pythonpath", default=None)
     parser.add_argument("--seed", type=int, default=1)

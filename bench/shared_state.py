@@ -24,8 +24,8 @@ from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
 from worthit.facts.redis_tier import RedisSheetTier, sync_client
 from worthit.market.store import MarketStore
-from worthit.server.ratelimit import Limits, TenantLimiter
-from worthit.server.redis_limiter import RedisLimiter
+from worthit.service.ratelimit import Limits, TenantLimiter
+from worthit.service.redis_limiter import RedisLimiter
 
 
 def per_call_us(call: Callable[[], object], n: int) -> tuple[float, float]:

@@ -13,7 +13,7 @@ carry the template text and the figure is the transport's and the decision path'
     .venv/bin/python bench/tls.py --modes h2,h2-granian --levels 50   # Granian: pip install granian
 
 Modes: h1 (uvicorn, what `worthit serve` runs without a certificate), h1-tls (uvicorn with
-ssl_certfile), h2 (Hypercorn through server/https.py, what `worthit serve --tls-cert` runs),
+ssl_certfile), h2 (Hypercorn through service/https.py, what `worthit serve --tls-cert` runs),
 h2-granian (Granian's embedded server, when installed).
 """
 
@@ -97,10 +97,10 @@ def serve(mode: str, db: Path, port: int, cert: Path, key: Path, threads: int) -
     from worthit.engine.engine import Engine
     from worthit.engine.model_files import resolve_model_path
     from worthit.engine.runner import LlamaRunner
-    from worthit.server import runtime
-    from worthit.server.app import create_app
-    from worthit.server.https import TlsFiles
-    from worthit.server.settings import ServiceSettings
+    from worthit.http.app import create_app
+    from worthit.service import runtime
+    from worthit.service.https import TlsFiles
+    from worthit.service.settings import ServiceSettings
 
     model = resolve_model_path(None)
     config = EngineConfig(n_threads=threads)
@@ -139,7 +139,7 @@ def uvicorn_tls(
 ) -> tuple[Callable[[], None], Callable[[], None]]:
     import uvicorn
 
-    from worthit.server.transport import uvicorn_config
+    from worthit.service.transport import uvicorn_config
 
     config = uvicorn_config(app, "127.0.0.1", port)  # type: ignore[arg-type]
     config.ssl_certfile, config.ssl_keyfile = str(cert), str(key)

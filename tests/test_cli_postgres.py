@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from worthit.cli.app import app
-from worthit.server.tenants import TenantStore
+from worthit.service.tenants import TenantStore
 
 from conftest import run_cli
 

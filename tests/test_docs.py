@@ -1,6 +1,7 @@
 """The docs stay true: every command README.md shows parses against the real CLI, every
-URL it shows is a route of the real app, the layers import one way, and docs/engine.md
-lists every module of the engine."""
+URL it shows is a route of the real app, the layers import one way and no package in a
+cycle, README.md's Layout names every package, and docs/engine.md lists every module of
+the engine."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import typer.main
 from starlette.routing import Match
 
 from worthit.cli.app import app as cli_app
-from worthit.server.app import create_app
-from worthit.server.settings import ServiceSettings
+from worthit.http.app import create_app
+from worthit.service.settings import ServiceSettings
 
 ROOT = Path(__file__).parents[1]
 SRC = ROOT / "src" / "worthit"
@@ -102,39 +103,67 @@ def test_every_make_target_in_the_readme_exists() -> None:
 
 # -- layers ---------------------------------------------------------------------------
 
-LAYERS = ["text", "market", "facts", "decide", "explain", "engine", "answer", "audit", "server"]
+BELOW_SERVICE = {"answer", "audit", "explain", "decide", "engine", "watches", "facts", "market"}
 MAY_IMPORT = {
     "text": set(),
-    "market": {"text"},
-    "facts": {"market", "text"},
-    "decide": {"facts", "market", "text"},
-    "explain": {"decide", "facts", "market", "text"},
+    "db": {"text"},
+    "market": {"db", "text"},
+    "demo": {"market", "db", "text"},
+    "facts": {"market", "db", "text"},
+    "decide": {"facts", "market", "db", "text"},
+    "explain": {"decide", "facts", "market", "db", "text"},
     "engine": {"text"},
-    "answer": {"audit", "explain", "decide", "engine", "facts", "market", "text"},
-    "audit": {"market", "text"},
-    "server": {"answer", "audit", "explain", "decide", "engine", "facts", "market", "text"},
-    "cli": {"server", "answer", "audit", "explain", "decide", "engine", "facts", "market", "text"},
+    "watches": {"decide", "facts", "market", "db", "text"},
+    "audit": {"text"},
+    "answer": {"audit", "explain", "decide", "engine", "facts", "market", "db", "text"},
+    "service": BELOW_SERVICE | {"demo", "db", "text"},
+    "http": BELOW_SERVICE | {"service", "db", "text"},
+    "cli": BELOW_SERVICE | {"http", "service", "demo", "db", "text"},
 }
-"""design.md: server → answer → explain/decide/engine → facts → market; the engine knows
-nothing about products; audit is fed by answer and read by server; the CLI sits beside
-the server and uses answer."""
-SERVER_IMPORTERS = {"cli/serve.py", "cli/engine_serve.py", "cli/keys.py"}
-"""Nothing imports `server` but the CLI's serve commands (and `keys`, which manages the
-tenant store the server authenticates against)."""
+"""design.md: http → service → answer → explain/decide/engine/watches → facts → market →
+db; the engine knows nothing about products; audit is fed by answer and read by http;
+demo writes through market; the CLI uses service; text is shared by all."""
+HTTP_IMPORTERS = {"cli/serve.py", "cli/engine_serve.py"}
+"""Nothing imports `http` but the CLI's serve commands."""
+DEMO_IMPORTERS = {"cli/market.py", "service/event_service.py"}
+"""The demo market is reached from the CLI (`worthit demo`) and from the service's event
+inputs, which run its live feed when `serve --live-rate` asks (the demo's moving prices)."""
+MAX_MODULES = 20
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every worthit module `path` imports, TYPE_CHECKING and function-local imports
+    included: `from worthit.a import b` names the module `worthit.a.b` when it is one."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                names.add(full if module_path(full) is not None else node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith("worthit.")}
+
+
+def module_path(name: str) -> Path | None:
+    base = SRC.parent.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def imported_layers(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {n.split(".")[1] for n in names if n.startswith("worthit.") and n.count(".") >= 1}
+    return {n.split(".")[1] for n in imported_modules(path)}
 
 
 MODULES = sorted(p for p in SRC.rglob("*.py") if p.parent != SRC)
+PACKAGES = sorted(p.parent for p in SRC.rglob("__init__.py") if p.parent != SRC)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
@@ -143,8 +172,41 @@ def test_layers_import_one_way(path: Path) -> None:
     assert layer in MAY_IMPORT, f"{layer}/ is no layer of design.md: add it to the table"
     imported = imported_layers(path) - {layer}
     assert imported <= MAY_IMPORT[layer], f"{layer} may not import {imported - MAY_IMPORT[layer]}"
-    if "server" in imported:
-        assert str(path.relative_to(SRC)) in SERVER_IMPORTERS
+    if "http" in imported:
+        assert str(path.relative_to(SRC)) in HTTP_IMPORTERS
+    if "demo" in imported:
+        assert str(path.relative_to(SRC)) in DEMO_IMPORTERS
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_package_imports_in_a_cycle(package: Path) -> None:
+    """Inside one package (its subpackages included) the modules import one way, so each
+    can be read, and imported, after the ones it uses."""
+    inside = {module_name(p): p for p in package.rglob("*.py")}
+    graph = {
+        name: {m for m in imported_modules(path) if m in inside and m != name}
+        for name, path in inside.items()
+    }
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycle = [*trail[trail.index(name) :], name]
+            pytest.fail(f"import cycle: {' → '.join(cycle)}")
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, [*trail, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_package_holds_more_than_twenty_modules(package: Path) -> None:
+    modules = [p for p in package.glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= MAX_MODULES, f"{len(modules)} modules: split it by concept"
 
 
 # -- engine.md ----------------------------------------------------------------------
@@ -153,13 +215,18 @@ def test_layers_import_one_way(path: Path) -> None:
 def test_engine_md_lists_every_engine_module() -> None:
     doc = (ROOT / "docs" / "engine.md").read_text()
     files = doc.split("## Files", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^\| `([a-z_]+\.py)` \|", files, re.M))
-    modules = {p.name for p in (SRC / "engine").glob("*.py")} - {"__init__.py"}
-    assert listed == modules
+    listed = set(re.findall(r"^\| `([a-z_/]+\.py)` \|", files, re.M))
+    engine = SRC / "engine"
+    modules = {str(p.relative_to(engine)) for p in engine.rglob("*.py")}
+    assert listed == {m for m in modules if not m.endswith("__init__.py")}
 
 
 def test_readme_layout_lists_every_package() -> None:
+    """Every package and subpackage, at its depth: `  market/` and under it `    ingest/`."""
     layout = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
-    listed = set(re.findall(r"^  ([a-z]+)/", layout, re.M))
-    packages = {p.parent.name for p in SRC.glob("*/__init__.py")}
+    listed = {
+        (len(indent) // 2 - 1, name)
+        for indent, name in re.findall(r"^((?:  )+)([a-z_]+)/", layout, re.M)
+    }
+    packages = {(len(p.relative_to(SRC).parts) - 1, p.name) for p in PACKAGES}
     assert listed == packages

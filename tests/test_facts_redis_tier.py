@@ -18,8 +18,8 @@ from worthit.facts.cache import FactsCache
 from worthit.facts.redis_tier import RedisSheetTier, evicted_skus, sync_client
 from worthit.facts.sheet import FactSheet
 from worthit.market.events import EventError, parse_event
-from worthit.market.redis_pubsub import Channels
 from worthit.market.store import MarketStore
+from worthit.service.redis_channels import Channels
 from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, market_clock

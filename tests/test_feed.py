@@ -22,6 +22,7 @@ import pytest
 import typer
 
 from worthit.cli.serve import feed_config
+from worthit.http.app import create_app
 from worthit.market.bus import EventBus
 from worthit.market.ingest.feed import (
     FeedConfig,
@@ -33,7 +34,6 @@ from worthit.market.ingest.feed import (
 )
 from worthit.market.ingest.redis_stream import Backoff
 from worthit.market.store import MarketStore
-from worthit.server.app import create_app
 from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS

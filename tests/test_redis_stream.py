@@ -26,6 +26,7 @@ import httpx
 import pytest
 import redis
 
+from worthit.http.app import create_app
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, EventError, parse_event, parse_json_event
 from worthit.market.ingest.redis_stream import (
@@ -36,7 +37,6 @@ from worthit.market.ingest.redis_stream import (
     StreamPublisher,
 )
 from worthit.market.store import MarketStore
-from worthit.server.app import create_app
 from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, run_cli

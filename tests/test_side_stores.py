@@ -19,7 +19,7 @@ from worthit.market.ingest.webhook_sources import (
 )
 from worthit.market.records import ProductRecord
 from worthit.market.store import MarketStore
-from worthit.server.tenants import KeyNotFoundError, RevokedKeyError, TenantStore
+from worthit.service.tenants import KeyNotFoundError, RevokedKeyError, TenantStore
 from worthit.watches.store import Condition, Delivery, WatchState, WatchStore
 
 

@@ -16,8 +16,8 @@ from worthit.engine.chat import ChatMessage
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.remote.router import Router
-from worthit.server.app import create_app
-from worthit.server.settings import ServiceSettings
+from worthit.http.app import create_app
+from worthit.service.settings import ServiceSettings
 
 from engine_fakes import FakeRunner
 from live_server import LiveServer

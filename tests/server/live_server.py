@@ -9,7 +9,7 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
-from worthit.server.transport import DEFAULT_LIMITS, TransportLimits, uvicorn_config
+from worthit.service.transport import DEFAULT_LIMITS, TransportLimits, uvicorn_config
 
 
 class LiveServer:

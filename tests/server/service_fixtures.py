@@ -19,9 +19,9 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.app import create_app
-from worthit.server.settings import ServiceSettings
-from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
+from worthit.http.app import create_app
+from worthit.service.settings import ServiceSettings
+from worthit.service.transport import DEFAULT_LIMITS, TransportLimits
 
 from conftest import market_clock
 from engine_fakes import FakeRunner

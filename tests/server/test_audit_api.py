@@ -13,7 +13,7 @@ import httpx
 from worthit.audit import AuditPaths, CheckpointPolicy, NoteVerifier, verify_inclusion
 from worthit.audit.checkpoint import Checkpoint
 from worthit.audit.proofs import verify_consistency
-from worthit.server.tenants import TenantStore
+from worthit.service.tenants import TenantStore
 
 from conftest import run_cli
 from service_fixtures import market_copy, serving

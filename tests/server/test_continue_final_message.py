@@ -8,8 +8,8 @@ import httpx
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.app import create_app
-from worthit.server.settings import ServiceSettings
+from worthit.http.app import create_app
+from worthit.service.settings import ServiceSettings
 
 from engine_fakes import FakeRunner
 from live_server import LiveServer

@@ -12,8 +12,8 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.app import create_app
-from worthit.server.tenants import TenantStore
+from worthit.http.app import create_app
+from worthit.service.tenants import TenantStore
 
 from live_server import LiveServer
 from service_fixtures import fake_engine, keyed_service, market_copy, market_settings, open_service
@@ -384,7 +384,7 @@ def test_a_running_app_collects_garbage_seldom_and_restores_the_thresholds(
     (11-60 ms, finding nothing); the app raises them while it runs."""
     import gc
 
-    from worthit.server.app import GC_THRESHOLDS
+    from worthit.http.app import GC_THRESHOLDS
 
     before = gc.get_threshold()
     engine = fake_engine()

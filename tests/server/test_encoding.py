@@ -10,8 +10,8 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worthit.server.openai_wire import chat_chunk, error_response
-from worthit.server.sse import FastJSONResponse, json_bytes, json_text, sse_event
+from worthit.http.openai.wire import chat_chunk, error_response
+from worthit.http.sse import FastJSONResponse, json_bytes, json_text, sse_event
 
 from live_server import LiveServer
 from service_fixtures import market_copy, open_service

@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
+from worthit.http.app import create_app
+from worthit.http.events_api import MAX_EVENTS
 from worthit.market.events import SCHEMA_ID
-from worthit.server.app import create_app
-from worthit.server.events_api import MAX_EVENTS
-from worthit.server.settings import ServiceSettings
-from worthit.server.tenants import TenantStore
+from worthit.service.settings import ServiceSettings
+from worthit.service.tenants import TenantStore
 from worthit.text.time import iso, now_ms
 
 from conftest import MARKET_NOW_MS

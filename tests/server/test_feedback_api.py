@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from worthit.audit import CheckpointPolicy
-from worthit.server.tenants import TenantStore
+from worthit.service.tenants import TenantStore
 
 from service_fixtures import market_copy, serving
 

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from worthit.server.app import create_app
-from worthit.server.tenants import TenantStore
-from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
+from worthit.http.app import create_app
+from worthit.service.tenants import TenantStore
+from worthit.service.transport import DEFAULT_LIMITS, TransportLimits
 
 from live_server import LiveServer
 from service_fixtures import market_copy, market_settings, serving

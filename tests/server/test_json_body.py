@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worthit.server.decide_api import DecideRequest
-from worthit.server.json_body import json_body, openapi
+from worthit.http.decide_api import DecideRequest
+from worthit.http.json_body import json_body, openapi
 
 
 async def _errors(request: Request, exc: Exception) -> JSONResponse:

@@ -15,9 +15,9 @@ import pytest
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.server.app import create_app
-from worthit.server.settings import ServiceSettings
-from worthit.server.tenants import TenantStore
+from worthit.http.app import create_app
+from worthit.service.settings import ServiceSettings
+from worthit.service.tenants import TenantStore
 
 from engine_fakes import FakeRunner
 from engine_fixtures import model_path

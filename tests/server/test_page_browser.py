@@ -13,8 +13,8 @@ import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from worthit.engine.config import EngineConfig
-from worthit.server.app import create_app
-from worthit.server.tenants import TenantStore
+from worthit.http.app import create_app
+from worthit.service.tenants import TenantStore
 
 from engine_fixtures import model_path
 from live_server import LiveServer

@@ -11,7 +11,7 @@ import pytest
 
 from worthit.demo.simulator import simulate
 from worthit.market.store import MarketStore
-from worthit.server.tenants import TenantStore
+from worthit.service.tenants import TenantStore
 from worthit.text.time import iso
 
 from conftest import MARKET_END, MARKET_NOW_MS, postgres_schema

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.server.ratelimit import Admission, LimitedBy, Limits, TenantLimiter, TokenBucket
+from worthit.service.ratelimit import Admission, LimitedBy, Limits, TenantLimiter, TokenBucket
 
 
 class FakeClock:

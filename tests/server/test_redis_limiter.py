@@ -1,4 +1,4 @@
-"""Tenant limits in Redis (server/redis_limiter.py) against the real Redis: two limiters,
+"""Tenant limits in Redis (service/redis_limiter.py) against the real Redis: two limiters,
 as two workers, share one budget; the decisions are the in-process limiter's; and a Redis
 that dies makes the limiter fail open to each worker's own buckets, then come back."""
 
@@ -16,8 +16,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worthit.server.ratelimit import LimitedBy, Limits, TenantLimiter
-from worthit.server.redis_limiter import RedisLimiter
+from worthit.service.ratelimit import LimitedBy, Limits, TenantLimiter
+from worthit.service.redis_limiter import RedisLimiter
 
 from redis_fixtures import PrivateRedis, private_redis, redis_prefix
 

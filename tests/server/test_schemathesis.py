@@ -14,7 +14,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from worthit.server.app import create_app
+from worthit.http.app import create_app
 
 from live_server import LiveServer
 from service_fixtures import fake_engine, market_copy, market_settings

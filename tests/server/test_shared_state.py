@@ -1,4 +1,4 @@
-"""Two workers through one Redis (server/shared_state.py): two apps on one store and one
+"""Two workers through one Redis (service/shared_state.py): two apps on one store and one
 Redis, as `worthit serve --workers 2 --redis` runs them. A watch fired by the worker that
 applied the event reaches a shopper's SSE stream held by the other; the tenant's limits
 are one budget; and a Redis that dies leaves both answering, /readyz saying degraded."""
@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import redis
 
-from worthit.server.app import create_app
-from worthit.server.shared_state import store_prefix
-from worthit.server.tenants import TenantStore
+from worthit.http.app import create_app
+from worthit.service.shared_state import store_prefix
+from worthit.service.tenants import TenantStore
 from worthit.text.time import iso
 from worthit.watches.store import Condition, Delivery, WatchStore
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from worthit.market.store import MarketStore
-from worthit.server.tenants import (
+from worthit.service.tenants import (
     InvalidKeyError,
     KeyNotFoundError,
     MalformedKeyError,

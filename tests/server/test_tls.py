@@ -29,9 +29,9 @@ from cryptography.x509.oid import NameOID
 from typer.testing import CliRunner
 
 from worthit.cli.app import app as cli_app
-from worthit.server.app import create_app
-from worthit.server.https import HttpsServer, TlsFiles, adopt
-from worthit.server.transport import DEFAULT_LIMITS, TransportLimits
+from worthit.http.app import create_app
+from worthit.service.https import HttpsServer, TlsFiles, adopt
+from worthit.service.transport import DEFAULT_LIMITS, TransportLimits
 
 from service_fixtures import fake_engine, market_settings, start_workers
 

@@ -23,8 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks import Webhook
 
-from worthit.server.app import create_app
-from worthit.server.tenants import TenantStore
+from worthit.http.app import create_app
+from worthit.service.tenants import TenantStore
 from worthit.text.time import iso
 from worthit.watches.deliver import HookUrlError, RetryPolicy, check_hook_url
 

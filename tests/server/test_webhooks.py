@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
+from worthit.http.app import create_app
 from worthit.market.ingest.webhook_sources import SourceStore
 from worthit.market.store import MarketStore
-from worthit.server.app import create_app
-from worthit.server.tenants import TenantStore
+from worthit.service.tenants import TenantStore
 from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, run_cli

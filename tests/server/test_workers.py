@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from worthit.server.settings import ServiceSettings
-from worthit.server.workers import Endpoint, worker_audit_db, worker_settings
+from worthit.service.settings import ServiceSettings
+from worthit.service.workers import Endpoint, worker_audit_db, worker_settings
 
 from replica_processes import free_port
 from service_fixtures import start_workers

@@ -2,7 +2,7 @@
 
 llama.cpp's OpenMP build decodes markedly faster when `llama_decode` is called from the
 initial thread (`Engine.claim_current_thread`), so a command that uses the model runs its
-event loop on a second thread, as `worthit serve` runs uvicorn (server/runtime.py).
+event loop on a second thread, as `worthit serve` runs uvicorn (service/runtime.py).
 """
 
 from __future__ import annotations

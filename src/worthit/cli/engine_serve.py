@@ -2,7 +2,6 @@
 
 What `worthit serve --engine URL` routes to (one process per replica), and what the
 engine benchmark compares with llama-server and llama_cpp.server on the same GGUF.
-`python -m worthit.server` runs this same command.
 """
 
 from __future__ import annotations
@@ -53,9 +52,9 @@ def engine_serve_command(
     """Serve the engine alone (no market) until interrupted."""
     from worthit.engine.engine import Engine
     from worthit.engine.runner import LlamaRunner
-    from worthit.server import runtime
-    from worthit.server.app import create_app
-    from worthit.server.settings import ServiceSettings
+    from worthit.http.app import create_app
+    from worthit.service import runtime
+    from worthit.service.settings import ServiceSettings
 
     config = EngineConfig(
         context_size=context,

@@ -17,7 +17,7 @@ from rich.table import Table
 from worthit.cli.errors import user_errors
 from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import stderr
-from worthit.server.tenants import (
+from worthit.service.tenants import (
     ID_HEX_CHARS,
     KEY_PREFIX,
     MAX_PER_MINUTE,

@@ -23,9 +23,9 @@ from worthit.market.store import MarketStore
 
 if TYPE_CHECKING:
     from worthit.engine.remote.router import Router
-    from worthit.server.https import TlsFiles
-    from worthit.server.settings import ServiceSettings
-    from worthit.server.transport import TransportLimits
+    from worthit.service.https import TlsFiles
+    from worthit.service.settings import ServiceSettings
+    from worthit.service.transport import TransportLimits
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEMO_LIVE_RATE = 80.0
@@ -179,10 +179,10 @@ def serve_command(
     """Serve worthit over HTTP until interrupted."""
     from worthit.engine.engine import Engine
     from worthit.engine.runner import LlamaRunner
-    from worthit.server import runtime
-    from worthit.server.app import create_app
-    from worthit.server.settings import ServiceSettings
-    from worthit.server.transport import TransportLimits
+    from worthit.http.app import create_app
+    from worthit.service import runtime
+    from worthit.service.settings import ServiceSettings
+    from worthit.service.transport import TransportLimits
 
     if redis is not None:
         redis = redis_url(redis)
@@ -280,8 +280,9 @@ def serve_with_workers(
     tls: TlsFiles | None,
 ) -> None:
     """`--workers N`: the engine in its own process (unless --engine names replicas), N
-    API processes on the port (server/workers.py)."""
-    from worthit.server.workers import WorkerPlan, engine_command, serve_workers
+    API processes on the port (service/workers.py)."""
+    from worthit.http.app import create_app
+    from worthit.service.workers import WorkerPlan, engine_command, serve_workers
 
     config = settings.engine_config
     command: tuple[str, ...] = ()
@@ -300,7 +301,17 @@ def serve_with_workers(
     if not settings.auth:
         stderr.print("[yellow]demo mode: API keys are OFF; listening on loopback only[/]")
     serve_workers(
-        WorkerPlan(settings, workers, host, port, limits, tuple(engines or ()), command, tls)
+        WorkerPlan(
+            settings,
+            workers,
+            host,
+            port,
+            limits,
+            tuple(engines or ()),
+            command,
+            tls,
+            make_app=create_app,
+        )
     )
 
 
@@ -311,7 +322,7 @@ def served_url(host: str, port: int, tls: TlsFiles | None) -> str:
 def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
     """Both or neither; a usage error naming the option at fault when the server could
     not use them (checked here, before the model loads)."""
-    from worthit.server.https import TlsFileError, TlsFiles, check_tls_files
+    from worthit.service.https import TlsFileError, TlsFiles, check_tls_files
 
     if cert is None and key is None:
         return None

@@ -8,7 +8,7 @@ a value it cannot hold) is rare, so a batch first runs without savepoints: its p
 claims, their effects, then the series' claims and effects, each step pipelined (one round
 trip on PostgreSQL, however many events). Only when the database refuses an event is the
 batch run again, one event at a time under a savepoint each, so that event alone fails.
-The revision bump is a trigger on the same rows (migrations.py), so the facts version
+The revision bump is a trigger on the same rows (schema.py), so the facts version
 moves in the same commit as the data it describes.
 
 Arrival order does not matter. Series rows are keyed by their own time (a price by sku

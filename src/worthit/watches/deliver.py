@@ -360,7 +360,7 @@ class WatchService:
         self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private, poll_s=poll_s)
         self.evaluator = WatchEvaluator(store, facts, self._notify)
         self.fanout: Callable[[str, dict[str, Any]], None] | None = None
-        """Also hands each notification to the other workers' streams (server/shared_state.py,
+        """Also hands each notification to the other workers' streams (service/shared_state.py,
         over Redis); this process's own streams get it directly first."""
 
     def start(self) -> None:

@@ -12,7 +12,7 @@ Delivery ids seen are kept in the same file, each until its message's timestamp 
 the tolerance window (after that the signature check alone refuses it), so replay
 refusal holds across restarts and across processes on the file. This lives in the
 market layer, beside the events it admits, so the CLI can manage it without importing
-the server; checking signatures on HTTP requests stays in server/webhooks_api.py.
+the server; checking signatures on HTTP requests stays in http/webhooks_api.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,152 @@
+"""Before any handler runs: the Host, the API key and the tenant's request rate; while
+the body is read, its size and its time.
+
+Pure ASGI, so a streamed answer passes through untouched (BaseHTTPMiddleware would copy
+every SSE chunk through an extra task and stream). A body is refused at once when its
+Content-Length is too large, and otherwise counted as it arrives, so a chunked upload
+stops at the limit instead of being read whole. (Starlette's own body limit, FastAPI's
+`max_body_size`, answers 413 in plain text and rewrites any error response to such a
+request into one, so it would break the problem+json promise.) LLM tokens are reserved
+by the handlers, which know how many a request may generate (http/token_budget.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from worthit.http.caller import remember_tenant
+from worthit.http.problems import ProblemError, error_for
+from worthit.service.ratelimit import Limiter, Limits
+from worthit.service.tenants import AuthError, TenantStore
+
+MAX_BODY_BYTES = 64 * 1024
+BODY_TIMEOUT_S = 10.0
+"""A body must be read whole within this of its head (a slow upload holds a task)."""
+ALWAYS_OPEN = ("/healthz", "/readyz", "/static/", "/v1/webhooks/")
+"""Paths anyone may reach, with or without a key: probes, the page's assets, and signed
+webhooks (the signature is their key)."""
+OPERATIONS_PATHS = ("/metrics", "/docs", "/openapi.json")
+"""Traffic, load and the API's shape: behind a key unless `open_operations` is set."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+"""The Host names a keyless demo answers to: anything else may be a DNS-rebinding page
+in the shopper's browser reaching the loopback port through a name it controls."""
+
+
+class GuardMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tenants: TenantStore | None,
+        limiter: Limiter,
+        open_paths: Iterable[str] = ALWAYS_OPEN,
+        allowed_hosts: frozenset[str] | None = None,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+    ) -> None:
+        self.app = app
+        self.tenants = tenants
+        self.limiter = limiter
+        self.open_paths = tuple(open_paths)
+        self.allowed_hosts = allowed_hosts
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self._admit(scope)
+        except ProblemError as refusal:
+            await error_for(scope["path"], refusal)(scope, receive, send)
+            return
+        await self.app(scope, self._bounded(receive), send)
+
+    async def _admit(self, scope: Scope) -> None:
+        headers = Headers(scope=scope)
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            raise ProblemError(
+                413, "Body too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes",
+                "body",
+            )  # fmt: skip
+        if self.allowed_hosts is not None:
+            host = _hostname(headers.get("host", ""))
+            if host not in self.allowed_hosts:
+                raise ProblemError(
+                    421, "Misdirected request",
+                    f"this server answers only to {', '.join(sorted(self.allowed_hosts))}",
+                    "host",
+                )  # fmt: skip
+        path = scope["path"]
+        if self.tenants is None or path == "/" or path.startswith(self.open_paths):
+            return
+        header = headers.get("authorization", "")
+        key = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if not key:
+            raise ProblemError(
+                401,
+                "Unauthorized",
+                "send an API key as 'Authorization: Bearer <key>'",
+                "authorization",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        try:
+            tenant = self.tenants.authenticate(key)
+        except AuthError as exc:
+            title = "Unauthorized" if exc.status == 401 else "Forbidden"
+            raise ProblemError(exc.status, title, str(exc), "authorization") from exc
+        admission = await self.limiter.admit_async(
+            tenant.name, Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute)
+        )
+        if not admission.allowed:
+            retry = admission.retry_after_header
+            raise ProblemError(
+                429,
+                "Too many requests",
+                f"tenant {tenant.name!r} is over its {admission.limited_by} limit",
+                "authorization",
+                headers={"Retry-After": retry} if retry else None,
+            )
+        remember_tenant(scope, tenant)
+
+    def _bounded(self, receive: Receive) -> Receive:
+        """`receive`, refusing with 413 past the size limit and 408 past the time limit.
+        The handler's body parsing re-raises an HTTPException as it is."""
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_s
+        size = 0
+        body_done = False
+
+        async def bounded() -> Message:
+            nonlocal body_done, size
+            if body_done:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise HTTPException(
+                    408, f"the request body was not sent within {self.body_timeout_s:g} s"
+                ) from None
+            if message["type"] == "http.request":
+                size += len(message.get("body", b""))
+                if size > MAX_BODY_BYTES:
+                    raise HTTPException(
+                        413, f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+                    )
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_done = True
+            return message
+
+        return bounded
+
+
+def _hostname(host: str) -> str | None:
+    try:
+        return urlsplit(f"//{host}").hostname
+    except ValueError:
+        return None

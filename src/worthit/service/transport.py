@@ -1,0 +1,138 @@
+"""The HTTP transport: uvicorn with limits on what a connection may hold before the app.
+
+uvicorn bounds neither how long a client may take to send its request head nor how large
+that head may be, and it counts connections only once a request has arrived: a client
+that opens sockets and sends half a head, one byte at a time, or a 32 MB header, holds
+memory and file descriptors for as long as it likes. `GuardedHttpProtocol` adds the
+three limits a reverse proxy would (nginx's ``client_header_timeout``,
+``large_client_header_buffers``, ``worker_connections``), so the service is safe to
+expose without one. Bodies are bounded by the guard middleware, which sees them as ASGI
+messages.
+
+It subclasses uvicorn's httptools protocol, whose hooks are not a public API; the tests
+drive each limit over a real socket, so a uvicorn release that moves them fails there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+
+@dataclass(frozen=True, slots=True)
+class TransportLimits:
+    header_timeout_s: float = 10.0
+    """A request head (request line and headers) must arrive within this, counted from
+    the connection's start or the previous response's end. The idle keep-alive limit
+    (5 s) is uvicorn's own."""
+    max_header_bytes: int = 16 * 1024
+    """Request line plus headers; a larger head gets 431 and the connection is closed."""
+    max_connections: int = 1024
+    """Open connections per process; one more is answered 503 and closed at once."""
+
+
+DEFAULT_LIMITS = TransportLimits()
+
+
+def _plain_response(status: bytes, message: str) -> bytes:
+    body = message.encode()
+    return (
+        b"HTTP/1.1 " + status + b"\r\n"
+        b"content-type: text/plain; charset=utf-8\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\n"
+        b"connection: close\r\n\r\n" + body
+    )
+
+
+TOO_MANY_CONNECTIONS = _plain_response(b"503 Service Unavailable", "too many open connections")
+HEADERS_TOO_LARGE = _plain_response(
+    b"431 Request Header Fields Too Large", "the request head is too large"
+)
+HEADER_TIMEOUT = _plain_response(b"408 Request Timeout", "the request head took too long")
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a head timeout, a head size cap and a
+    connection cap (`limits` is set by :func:`protocol_with`)."""
+
+    limits: TransportLimits = DEFAULT_LIMITS
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._head_bytes = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+        if len(self.server_state.connections) >= self.limits.max_connections:
+            transport.write(TOO_MANY_CONNECTIONS)
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        if self.transport is None:  # refused in connection_made: uvicorn never saw it
+            return
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is not None:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._head_timer is not None and self._head_bytes > self.limits.max_header_bytes:
+            self._refuse(HEADERS_TOO_LARGE)
+
+    def on_headers_complete(self) -> None:
+        self._stop_head_timer()
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > self.limits.max_header_bytes:
+            self._refuse(HEADERS_TOO_LARGE)
+            return
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline:
+            self._await_head()
+
+    def _await_head(self) -> None:
+        self._stop_head_timer()
+        self._head_bytes = 0
+        self._head_timer = self.loop.call_later(
+            self.limits.header_timeout_s, self._refuse, HEADER_TIMEOUT
+        )
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _refuse(self, response: bytes) -> None:
+        self._stop_head_timer()
+        if not self.transport.is_closing():
+            self.transport.write(response)
+            self.transport.close()
+
+
+def protocol_with(limits: TransportLimits) -> type[GuardedHttpProtocol]:
+    """The protocol class uvicorn instantiates per connection, carrying `limits`."""
+    if limits == DEFAULT_LIMITS:
+        return GuardedHttpProtocol
+    return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"limits": limits})
+
+
+def uvicorn_config(
+    app: FastAPI, host: str, port: int, limits: TransportLimits = DEFAULT_LIMITS
+) -> uvicorn.Config:
+    """How every worthit server runs uvicorn: the CLI's (`worthit serve`, `worthit engine
+    serve`) and the tests' live server."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol_with(limits),
+        log_level="warning",
+        access_log=False,
+    )
