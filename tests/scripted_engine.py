@@ -8,6 +8,7 @@ makes submissions raise as a full engine would.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from worthit.engine.engine import Delta
@@ -39,12 +40,29 @@ class ScriptedStream:
         self.aborted = True
 
 
+Script = tuple[str, ...] | Callable[[dict[str, Any]], tuple[str, ...]]
+"""Pieces to stream, or a function of the request that makes them."""
+
+
+def restating(request: dict[str, Any]) -> tuple[str, ...]:
+    """A faithful answer for any product: the prompt's first reason, restated after the
+    answer's prefix ("Worth buying now because at $242.20 it is within 0.1% of …"), in two
+    pieces so the flow sees a stream. The strict checker accepts it wherever the reason is
+    the verdict's strongest, which is what the prompt leads with."""
+    lines = request["messages"][-1]["content"].splitlines()
+    first = next(line[2:] for line in lines if line.startswith("- "))
+    zh = "\u4e00" <= request["answer_prefix"][-1] <= "\u9fff"
+    text = first if zh else " " + first[0].lower() + first[1:]
+    middle = len(text) // 2
+    return text[:middle], text[middle:]
+
+
 class ScriptedEngine:
     model_id = "scripted-model"
 
     def __init__(
         self,
-        *scripts: tuple[str, ...],
+        *scripts: Script,
         refuse: bool = False,
         cycle: bool = False,
         finish: FinishReason = FinishReason.STOP,
@@ -64,6 +82,7 @@ class ScriptedEngine:
             script = self.scripts[(len(self.calls) - 1) % len(self.scripts)]
         else:
             script = self.scripts.pop(0) if len(self.scripts) > 1 else self.scripts[0]
-        stream = ScriptedStream(script, self.finish)
+        pieces = script(request) if callable(script) else script
+        stream = ScriptedStream(pieces, self.finish)
         self.streams.append(stream)
         return stream

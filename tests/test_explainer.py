@@ -42,8 +42,16 @@ BUY = make_verdict(
             numbers={"current": 299.0, "low": 249.0, "gap_pct": 2.4},
             text="At $299.00 it is within 2.4% of its all-time low of $249.00.",
         ),
+        make_reason(
+            code="well_rated",
+            polarity=Polarity.BUY,
+            numbers={"mean": 4.4, "count": 128},
+            text="Well rated: 4.4/5 from 128 reviews.",
+        ),
     ),
 )
+"""Every kept text below is faithful to these reasons and names the strongest one's number:
+the strict checker (tests/test_checker.py) runs on every sentence, as in production."""
 
 
 def run(engine: ScriptedEngine | None, verdict: Verdict = BUY) -> tuple[str, Explanation]:
@@ -65,11 +73,14 @@ def run(engine: ScriptedEngine | None, verdict: Verdict = BUY) -> tuple[str, Exp
 
 
 def test_grounded_text_streams_and_is_kept() -> None:
-    model = Scripted(" it is only 2.4", "% above its all-time low of $249", ".00. Great", " value.")
+    model = Scripted(
+        " it is only 2.4", "% above its all-time low of $249", ".00. It is", " well rated."
+    )
     shown, final = run(model)
     assert final.source == "llm"
     assert final.text == (
-        "Worth buying now because it is only 2.4% above its all-time low of $249.00. Great value."
+        "Worth buying now because it is only 2.4% above its all-time low of $249.00. It is well "
+        "rated."
     )
     assert shown.startswith("Worth buying now because it is only")
     assert model.calls[0]["answer_prefix"] == "Worth buying now because"
@@ -81,13 +92,28 @@ def test_grounded_text_streams_and_is_kept() -> None:
     [
         ((":", " ", "1. It is only 2.4", "% above it."), "because: It is only 2.4% above it."),
         ((":\n", "1) it is only 2.4% above its low."), "because: it is only 2.4% above its low."),
-        ((":\n- it is", " cheap and well rated."), "because: it is cheap and well rated."),
-        ((" it is cheap and rated.\n", "Verdict: buy."), "because it is cheap and rated."),
-        ((" it is cheap and\nwell rated by buyers.",), None),  # a paragraph cut mid-sentence
-        ((" of: 1. It is cheap", ", 2", ". It is well rated."), "because of: It is cheap."),
-        ((" of: 1. It is cheap; 2. It is well rated.",), "because of: It is cheap."),
-        ((": it is rated 4", ".4", "/5 and cheap."), "because: it is rated 4.4/5 and cheap."),
-        ((": it is cheap, rated 4.4/5.", " 2. No."), "because: it is cheap, rated 4.4/5."),
+        ((":\n- it is", " within 2.4% of its low."), "because: it is within 2.4% of its low."),
+        (
+            (" it is within 2.4% of its low.\n", "Verdict: buy."),
+            "because it is within 2.4% of its low.",
+        ),
+        ((" it is within 2.4% of its\nlow and well rated.",), None),  # cut mid-sentence
+        (
+            (" of: 1. It is within 2.4% of its low", ", 2", ". It is well rated."),
+            "because of: It is within 2.4% of its low.",
+        ),
+        (
+            (" of: 1. It is within 2.4% of its low; 2. It is well rated.",),
+            "because of: It is within 2.4% of its low.",
+        ),
+        (
+            (": it is rated 4", ".4", "/5 and within 2.4% of its low."),
+            "because: it is rated 4.4/5 and within 2.4% of its low.",
+        ),
+        (
+            (": it is within 2.4% of its low, rated 4.4/5.", " 2. No."),
+            "because: it is within 2.4% of its low, rated 4.4/5.",
+        ),
     ],
 )
 def test_one_paragraph_without_a_list_marker(pieces: tuple[str, ...], kept: str | None) -> None:
@@ -111,7 +137,9 @@ def test_a_false_comparison_falls_back_naming_the_claim() -> None:
 
 
 def test_stops_reading_the_model_after_two_sentences() -> None:
-    model = Scripted(" it is cheap right now. ", "Price is low. ", "Third one. ", "Fourth.")
+    model = Scripted(
+        " it is within 2.4% of its low. ", "It is well rated. ", "Third one. ", "Four."
+    )
     _, final = run(model)
     assert final.source == "llm"
     assert "Third" not in final.text
@@ -159,6 +187,9 @@ def test_looping_output_is_cut_off() -> None:
         ((" it's worth it, really.",), "says_nothing"),
         ((" it is not worth buying at all.",), "contradicts_verdict"),
         ((), "too_short"),
+        ((" of the price difference.",), "unknown_words"),
+        ((" of its high value and excellent customer service.",), "unknown_words"),
+        ((" it is well rated: 4.4/5.",), "not_specific"),
     ],
 )
 def test_bad_wording_falls_back(pieces: tuple[str, ...], why: str) -> None:
@@ -212,10 +243,10 @@ def test_released_text_is_always_grounded_however_it_is_split(pieces: list[str])
 def test_an_answer_cut_mid_sentence_keeps_only_its_whole_sentences() -> None:
     """Seen through the OpenAI SDK: a deadline cut left "…is now at its all-time" as
     the kept explanation. Only whole sentences are kept; none at all is a fallback."""
-    _, final = run(Scripted(" the price is low and well rated by buyers.", " It is at its all"))
+    _, final = run(Scripted(" it is within 2.4% of its low and well rated.", " It is at its all"))
     assert final.source == "llm"
-    assert final.text.endswith("well rated by buyers.")
-    _, final = run(Scripted(" the price is low and it is at its all"))
+    assert final.text.endswith("well rated.")
+    _, final = run(Scripted(" it is within 2.4% of its low and it is at its all"))
     assert (final.source, final.fallback_reason) == ("template", "incomplete")
 
 

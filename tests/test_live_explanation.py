@@ -64,16 +64,31 @@ def explanation_for(stream: EndsWith) -> Explanation:
     return asyncio.run(last())
 
 
+SALE = " a sale at 259.00 USD starts in 6.5 days."
+"""A sentence that passes every check for the default verdict (a WAIT for that sale)."""
+
+
 @pytest.mark.parametrize("finish", [FinishReason.ERROR, FinishReason.ABORT])
-def test_an_engine_that_fails_mid_answer_ends_in_the_template(finish: FinishReason) -> None:
-    """A crash after a whole sentence must not pass the half-answer off as the model's."""
-    stream = EndsWith([" the price is low."], finish)
+def test_an_engine_that_fails_before_a_whole_sentence_ends_in_the_template(
+    finish: FinishReason,
+) -> None:
+    stream = EndsWith([" a sale at 259.00 USD starts"], finish)
     final = explanation_for(stream)
     assert (final.source, final.fallback_reason) == ("template", f"engine_{finish}")
     assert final.text == template_explanation(make_verdict(), make_sheet())
     assert stream.aborted
 
 
+@pytest.mark.parametrize("finish", [FinishReason.ERROR, FinishReason.ABORT])
+def test_an_engine_that_fails_after_a_checked_sentence_keeps_it(finish: FinishReason) -> None:
+    """The shopper has read that sentence, and it passed every check: it stands, and the
+    answer says how the run ended; it is never replaced by other words."""
+    stream = EndsWith([SALE, " The price"], finish)
+    final = explanation_for(stream)
+    assert (final.source, final.finish_reason) == ("llm", f"engine_{finish}")
+    assert final.text == "Better to wait because" + SALE
+
+
 def test_a_stream_that_stops_normally_is_kept() -> None:
-    stream = EndsWith([" the price is low and it is well rated."], FinishReason.STOP)
+    stream = EndsWith([SALE], FinishReason.STOP)
     assert explanation_for(stream).source == "llm"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scripted_engine import ScriptedEngine
+from scripted_engine import ScriptedEngine, restating
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.answer.events import Finished
@@ -22,11 +22,8 @@ from worthit.market.store import MarketStore
 from conftest import market_clock
 from factories import make_stored
 
-GOOD = (
-    " it is",
-    " at its all-time low and well rated.",
-)
-"""Passes the guard and the wording checks for S1 (BUY) and the other BUY products."""
+GOOD = restating
+"""The prompt's strongest reason restated: passes every check, for any product."""
 BAD = (" it costs $1.",)
 """An invented price: the guard refuses it."""
 

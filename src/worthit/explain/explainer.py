@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from worthit.decide.verdict import Verdict
+from worthit.explain.checker import CheckInputs, check_explanation
 from worthit.explain.guard import Grounds, allowed_numbers, check_grounding
 from worthit.explain.guarded_stream import GuardedStream, Refusal, RefusedError
 from worthit.explain.inputs import ExplanationInputs
@@ -70,12 +71,18 @@ class RunBasis:
     messages: list[dict[str, str]]
     prefix: str
     grounds: Grounds
+    checked: CheckInputs
+    """The inputs as the strict checker reads them (with the reasons' codes and polarities)."""
 
     @classmethod
     def of(cls, sheet: FactSheet, verdict: Verdict) -> RunBasis:
         inputs = ExplanationInputs.of(sheet.title, verdict, sheet.currency)
         return cls(
-            inputs, build_messages(inputs), answer_prefix(inputs), allowed_numbers(sheet, verdict)
+            inputs,
+            build_messages(inputs),
+            answer_prefix(inputs),
+            allowed_numbers(sheet, verdict),
+            CheckInputs.of(sheet.title, verdict, sheet.currency),
         )
 
 
@@ -122,11 +129,16 @@ class ExplanationRun:
         return self._guard
 
     def _wording(self, text: str) -> Refusal | None:
-        """The wording checks on the text up to a sentence end, as a shopper reads it."""
+        """The wording checks on the text up to a sentence end, as a shopper reads it: the
+        model's usual failures (echoes, loops, a dangling end), then the strict checker
+        (faithful to the reasons, naming the strongest one, fluent in the language)."""
         why = problem(text[len(self.prefix) :], self.verdict.kind)
         if why is None and repetitive(text):
             why = "repetitive"
-        return None if why is None else (why, ())
+        if why is not None:
+            return why, ()
+        result = check_explanation(text, self.basis.checked)
+        return None if result.ok else (result.code or "refused", (result.detail,))
 
     def feed(self, piece: str) -> str:
         if self._first_piece_ms is None:
