@@ -283,7 +283,10 @@ def target_for(c: Candidate, rng: random.Random) -> str | None:
         other = others[0]
         if other.code in SECOND_ALLOWED[kind] and other.polarity in (supporting, Polarity.INFO):
             variant, slots = _reason_values(other, c.language, c.currency)
-            second = rng.choice(SECOND[c.language][variant]).format(**slots)
+            options = SECOND[c.language][variant]
+            if ", and " in lead:  # one "and" a sentence: take a variant that opens with ";"
+                options = tuple(o for o in options if o.startswith(";")) or options
+            second = rng.choice(options).format(**slots)
     advice_table = ADVICE[c.language]
     advice_key = next(
         k for k in (f"{kind}:{lead_variant}", f"{kind}:{key.code}", kind) if k in advice_table

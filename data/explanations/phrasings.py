@@ -17,11 +17,14 @@ derived in build.py so English stays grammatical:
 
 Keys: a reason code (or "VERDICT:code" where a verdict needs its own wording, such as a
 WAIT whose only reason is a running offer: the offer still leaves the price ordinary, else
-a buy reason would have fired), or a code with a variant (`upcoming_offer` for an upcoming offer
-with terms, `fake_discount_none` where the claimed discount is none at all,
+a buy reason would have fired), or a code with a variant (`upcoming_offer` for an
+upcoming offer with terms, `fake_discount_none` where the claimed discount is none at all,
 `pre_sale_hike_on` for a hike before a sale already running). ADVICE keys are
 "VERDICT:key" and fall back to "VERDICT". Words outside the reasons must be in the
 checker's reviewed allow-list (`worthit.explain.checker`), which keeps these honest.
+
+In English, a second clause after a lead that already joins with ", and" takes a variant
+starting with ";", so no sentence chains two "and"s.
 """
 
 from __future__ import annotations
@@ -332,27 +335,47 @@ SECOND: dict[str, dict[str, tuple[str, ...]]] = {
             ", and today's price is lower than {share}% of prices in the last 90 days",
             "; it is also lower than {share}% of prices in the last 90 days",
         ),
-        "below_90d_avg": (", and it is {delta_pct}% below its 90-day average of {avg90}",),
+        "below_90d_avg": (
+            ", and it is {delta_pct}% below its 90-day average of {avg90}",
+            "; it is also {delta_pct}% below its 90-day average of {avg90}",
+        ),
         "well_rated": (
             ", and it is well rated at {rating}/5 from {count} reviews",
             "; it is also rated {rating}/5 from {count} reviews",
         ),
         "high_percentile": (
             ", and today's price is higher than {share}% of prices in the last 90 days",
+            "; today's price is also higher than {share}% of prices in the last 90 days",
         ),
         "above_90d_avg": (
             ", and today's price is {delta_pct}% above its 90-day average of {avg90}",
+            "; today's price is also {delta_pct}% above its 90-day average of {avg90}",
         ),
-        "price_falling": (", and the price has fallen {drop_pct}% over the last 30 days",),
+        "price_falling": (
+            ", and the price has fallen {drop_pct}% over the last 30 days",
+            "; the price has also fallen {drop_pct}% over the last 30 days",
+        ),
         "was_price_untrusted": (
             '; also, the seller\'s "was" price of {list_price} is ignored, since the 90-day '
             "median is {median90}",
         ),
-        "upcoming_sale": (", and {name} starts {in_days} at {promo_price}",),
-        "upcoming_offer": (", and {name} ({terms}) starts {in_days}",),
-        "sale_event": (", and {name} is {in_days}",),
-        "out_of_stock": (", and it is out of stock right now",),
-        "over_budget": (", and at {current} it is over your budget of {budget}",),
+        "upcoming_sale": (
+            ", and {name} starts {in_days} at {promo_price}",
+            "; also, {name} starts {in_days} at {promo_price}",
+        ),
+        "upcoming_offer": (
+            ", and {name} ({terms}) starts {in_days}",
+            "; also, {name} ({terms}) starts {in_days}",
+        ),
+        "sale_event": (", and {name} is {in_days}", "; also, {name} is {in_days}"),
+        "out_of_stock": (
+            ", and it is out of stock right now",
+            "; it is also out of stock right now",
+        ),
+        "over_budget": (
+            ", and at {current} it is over your budget of {budget}",
+            "; at {current} it is also over your budget of {budget}",
+        ),
         "pre_sale_hike": (
             ", after the price was raised {raised_pct}% above {raised_from} ahead of {name}",
         ),
