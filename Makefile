@@ -15,7 +15,7 @@ else
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 endif
 
-.PHONY: install run ask test test-dates lint bench clean browser
+.PHONY: install run ask test test-dates lint bench clean browser adapter
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,11 +53,26 @@ test-dates: $(STAMP) browser
 	.ci/any-date
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench train
 	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/decide.py --db $(DB)
+
+# The explanation adapter (issue 25): a LoRA fine-tune of the bundled SmolLM2 on
+# data/explanations/train.jsonl, on the CPU, written to src/worthit/explain/adapters/
+# (explain-lora.gguf and its manifest). Not part of `make test`. The run is paced to end
+# within ADAPTER_MINUTES of training (plus about 3 minutes to load, score and convert) on
+# the 2-core host; `$(BIN)/python -m train.adapter --help` lists the knobs.
+TRAIN_STAMP    := $(VENV)/.installed-train
+ADAPTER_MINUTES ?= 35
+ADAPTER_ARGS   ?= --max-minutes $(ADAPTER_MINUTES)
+$(TRAIN_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[train]'
+	touch $(TRAIN_STAMP)
+
+adapter: $(TRAIN_STAMP)
+	nice -n 5 $(BIN)/python -m train.adapter $(ADAPTER_ARGS)
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
