@@ -113,6 +113,19 @@ BUY_ZH = _inputs(
     ],
 )
 
+BUY_JA = _inputs(
+    "ja",
+    "BUY",
+    [
+        (
+            "near_all_time_low",
+            "buy",
+            "現在$242.20で、過去最安値$241.89（2026-11-05）との差は0.1%です。",
+        ),
+        ("low_percentile", "buy", "今の価格は直近90日の価格の98.3%より安いです。"),
+    ],
+)
+
 
 # (text, inputs, the property that must fail, a failure code that must be among the reasons)
 REFUSED = [
@@ -282,6 +295,16 @@ REFUSED = [
         "repeated_chars",
     ),
     ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
+    # Japanese (the service's third language): the same checks, kanji and katakana closed
+    ("今が買い時、なぜなら価価格が安いからです。", BUY_JA, "fluent", "repeated_chars"),
+    ("今が買い時、なぜなら because the price is $242.20.", BUY_JA, "fluent", "wrong_script"),
+    (
+        "今が買い時、なぜなら現在$242.20ですが、少し待った方がよいです。",
+        BUY_JA,
+        "faithful",
+        "wrong_direction",
+    ),
+    ("今が買い時、なぜなら顧客サービスが素晴らしいからです。", BUY_JA, "faithful", "unknown_words"),
 ]
 
 
@@ -325,6 +348,7 @@ ACCEPTED = [
         SKIP_ZH,
     ),
     ("值得现在买，因为现价$242.20，距历史最低价$241.89仅高0.1%。现在入手正合适。", BUY_ZH),
+    ("今が買い時、なぜなら現在$242.20で、過去最安値$241.89との差は0.1%しかないからです。", BUY_JA),
     # the guard's rounding: a number may be written to fewer places
     ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
 ]

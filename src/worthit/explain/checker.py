@@ -47,6 +47,13 @@ from worthit.text.sentences import SENTENCE_END, ends_sentence
 
 _MARK = "\x00"
 
+
+def language_tag(language: str) -> str:
+    """ "zh" for any Chinese tag, "ja" for any Japanese one, else "en" (as the templates)."""
+    tag = language.lower()[:2]
+    return tag if tag in ("zh", "ja") else "en"
+
+
 _PHRASES: dict[str, tuple[str, ...]] = {
     "upcoming_sale": ("upcoming_sale", "upcoming_offer"),
     "fake_discount": ("fake_discount", "fake_discount_none"),
@@ -120,7 +127,7 @@ def _patterns(code: str, language: str) -> tuple[re.Pattern[str], ...]:
     templates: list[str] = []
     if code == "stale_data":
         templates.append(
-            _STALE["zh" if language == "zh" else "en"].format(
+            _STALE.get(language, _STALE["en"]).format(
                 age=f"{_MARK}age{_MARK}", objective=f"{_MARK}objective{_MARK}"
             )
         )
@@ -140,7 +147,7 @@ def reason_slots(code: str, text: str, language: str) -> dict[str, str] | None:
     "Black Friday"), read back from the sentence by its own phrasing; None when the text
     is none of the code's phrasings (then nothing can be said of its parts)."""
     text = text.strip()
-    for pattern in _patterns(code, "zh" if language == "zh" else "en"):
+    for pattern in _patterns(code, language_tag(language)):
         match = pattern.fullmatch(text)
         if match is not None:
             return {k: v for k, v in match.groupdict().items() if v is not None}
@@ -227,7 +234,7 @@ class CheckInputs:
         return cls(
             title=str(row.get("title", "")),
             verdict=VerdictKind(str(row["verdict"])),
-            language="zh" if str(row.get("language", "en")).startswith("zh") else "en",
+            language=language_tag(str(row.get("language", "en"))),
             reasons=tuple(
                 CheckReason(code, polarity, text)
                 for code, polarity, text in zip(codes, polarities, texts, strict=True)
@@ -319,9 +326,13 @@ _KEY_SLOTS: dict[str, tuple[str, ...]] = {
 }
 """What names a reason: its key numbers, dates or event name (any one will do)."""
 _KEY_PHRASES: dict[str, dict[str, tuple[str, ...]]] = {
-    "out_of_stock": {"en": ("out of stock",), "zh": ("缺货",)},
-    "no_price": {"en": ("no recorded price", "no price"), "zh": ("价格记录",)},
-    "unusable_price": {"en": ("not above zero",), "zh": ("不大于零",)},
+    "out_of_stock": {"en": ("out of stock",), "zh": ("缺货",), "ja": ("在庫切れ",)},
+    "no_price": {
+        "en": ("no recorded price", "no price"),
+        "zh": ("价格记录",),
+        "ja": ("価格記録",),
+    },
+    "unusable_price": {"en": ("not above zero",), "zh": ("不大于零",), "ja": ("0以下",)},
 }
 """Reasons without numbers are named by their event."""
 
@@ -330,6 +341,9 @@ _KEY_PHRASES: dict[str, dict[str, tuple[str, ...]]] = {
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_JA_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々]+")
+_HIRAGANA = re.compile(r"[\u3040-\u309f]+")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
 _NUMBER = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(\d+))?")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)")
@@ -454,6 +468,21 @@ ALLOWED_ZH = _words(
 """Chinese words a shopper's sentence needs beyond the reasons (reviewed: neutral advice,
 connectives and the plain words for price, discount, stock and reviews)."""
 
+FUNCTION_JA = frozenset("々一")
+"""Japanese characters allowed alone besides hiragana (which always passes)."""
+
+ALLOWED_JA = _words(
+    """
+    今 現在 現時点 時点 価格 値段 値下がり 下がる 下が 上が 安く 高く 高め 低め
+    買い 買う 買っ 購入 待つ 待っ 待ち 方 様子 見る 見て 見送 通知 知らせ 確認
+    セール 開始 始ま 予算 以内 以下 以上 在庫 入荷 再入荷 他 商品 選ぶ 選択 評価
+    レビュー データ 記録 判断 少し 数日 後 前 改めて 日 件 点 約 予想 十分 理由
+    判定 本当 値引き 割引 実質 目安 参考 良 十分 時期 機会 チャンス
+    """
+)
+"""Japanese words beyond the inputs: a first cut (price, wait, buy, stock, reviews,
+notify), not yet reviewed by a native reader; Japanese was not part of the gold data."""
+
 _DOUBLED_OK = frozenset(
     {"等等", "看看", "试试", "想想", "常常", "刚刚", "渐渐", "稍稍", "慢慢", "天天"}
 )
@@ -474,7 +503,7 @@ _CHEAP = _Cue(
     "cheap",
     re.compile(
         r"\b(cheap|cheaper now|bargain|good deal|great deal|good price|great price|steal)\b"
-        r"|很便宜|挺便宜|便宜了|价格便宜|划算|好价|性价比"
+        r"|很便宜|挺便宜|便宜了|价格便宜|划算|好价|性价比|お買い得|安い|格安|割安"
     ),
 )
 _DROPPED = _Cue(
@@ -482,6 +511,7 @@ _DROPPED = _Cue(
     re.compile(
         r"\bprice (has |had )?(dropped|fallen|gone down|come down|decreased)\b|\bprice drop\b"
         r"|\bdropped in price\b|降价了|价格下降|价格下跌|价格降了|跌了"
+        r"|値下がりし|下がりました|下がった"
     ),
     frozenset({"price_falling"}),
 )
@@ -490,27 +520,28 @@ _BUY_NOW = _Cue(
     re.compile(
         r"\b(buy (it )?now|buy it today|worth buying|worth it|good time to buy|go for it)\b"
         r"|值得买|值得入手|值得现在买|现在买|现在入手|现在下单|马上下单|赶紧|入手正合适|可以放心下单"
+        r"|今が買い時|今すぐ買|今買う|買うべき|買いです"
     ),
 )
 _WAIT = _Cue(
     "wait",
     re.compile(
         r"\b(wait|waiting|hold off|later|not yet)\b"
-        r"|再等|等等|等到|等价格|观望|先别|别急|晚点|以后再"
+        r"|再等|等等|等到|等价格|观望|先别|别急|晚点|以后再|待った方|待つ|待って|待ち|見送|様子を見"
     ),
 )
 _NEGATIVE = _Cue(
     "not_worth",
     re.compile(
         r"\b(not worth|don't buy|do not buy|skip it|avoid|overpriced|too expensive|pass on)\b"
-        r"|不值得|别买|不要买|不建议|太贵|不划算"
+        r"|不值得|别买|不要买|不建议|太贵|不划算|おすすめしません|買わない方|割高"
     ),
 )
 _PRAISE = _Cue(
     "praise",
     re.compile(
         r"\b(well rated|great reviews|good reviews|highly rated|excellent|(good|great) quality)\b"
-        r"|口碑不错|口碑好|好评|质量好"
+        r"|口碑不错|口碑好|好评|质量好|評価は良好|評判が良|高評価"
     ),
 )
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
@@ -550,28 +581,29 @@ def _body(text: str, inputs: CheckInputs) -> str:
     label = inputs.label
     if text.startswith(label):
         text = text[len(label) :]
-    text = re.sub(r"^[\s,，:：]*(because|因为)?[\s,，:：]*", "", text, count=1)
+    text = re.sub(r"^[\s,，、:：]*(because|因为|なぜなら)?[\s,，、:：]*", "", text, count=1)
     return text
 
 
 def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     stripped = text.strip()
-    zh = inputs.language == "zh"
+    zh = inputs.language in ("zh", "ja")  # written in CJK (Japanese: with kana)
     if not stripped.startswith(inputs.label):
         out.append(("wrong_prefix", f"does not start with {inputs.label!r}"))
     body = _body(stripped, inputs)
-    cjk = len(_CJK.findall(body))
+    cjk = len(_CJK.findall(body)) + (len(_KANA.findall(body)) if inputs.language == "ja" else 0)
     if zh:
         foreign = sorted(set(_latin_words(body)) - set(_latin_words(_input_text(inputs))))
         if cjk < MIN_CJK or foreign:
-            out.append(("wrong_script", f"not Chinese: {', '.join(foreign) or 'too few CJK'}"))
-    elif cjk:
+            named = ", ".join(foreign) or "too few CJK"
+            out.append(("wrong_script", f"not {inputs.language}: {named}"))
+    elif cjk or _KANA.search(body):
         out.append(("wrong_script", "CJK characters in English"))
     doubled = _doubled(stripped, inputs)
     if doubled:
         out.append(("repeated_chars", doubled))
-    repeated = _repeated_phrase(body, zh, _input_text(inputs))
+    repeated = _repeated_phrase(body, inputs.language, _input_text(inputs))
     if repeated:
         out.append(("repeated_phrase", repeated))
     if not ends_sentence(stripped.rstrip("\"'”’)）")):
@@ -614,13 +646,14 @@ def _doubled(text: str, inputs: CheckInputs) -> str:
     return ""
 
 
-def _repeated_phrase(body: str, zh: bool, source: str) -> str:
+def _repeated_phrase(body: str, language: str, source: str) -> str:
     """A phrase said twice: four words in English, four characters in Chinese, unless
     the inputs have it (a sale's name or "your budget" may well come back in the advice)."""
     seen: set[str] = set()
     grams: list[str]
-    if zh:
-        grams = [run[i : i + 4] for run in _CJK_RUN.findall(body) for i in range(len(run) - 3)]
+    if language in ("zh", "ja"):
+        runs = (_JA_RUN if language == "ja" else _CJK_RUN).findall(body)
+        grams = [run[i : i + 4] for run in runs for i in range(len(run) - 3)]
     else:
         words = _WORD.findall(body.lower())
         grams = [" ".join(words[i : i + 4]) for i in range(len(words) - 3)]
@@ -693,8 +726,8 @@ def _decimal(match: re.Match[str]) -> Decimal:
 def _unknown_words(body: str, inputs: CheckInputs) -> list[str]:
     """The body's words that are in neither the inputs nor the allow-lists."""
     source = _input_text(inputs)
-    if inputs.language == "zh":
-        return _unknown_cjk(body, source)
+    if inputs.language in ("zh", "ja"):
+        return _unknown_cjk(body, source, inputs.language)
     known: set[str] = set()
     for word in _WORD.findall(source.lower()):
         known |= lemmas(word)
@@ -717,31 +750,41 @@ _LATIN_OR_NUMBER = re.compile(
 )
 _PLACE = "#"
 _PLACED_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff#]+")
+_PLACED_JA_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々#]+")
 
 
-def _unknown_cjk(body: str, source: str) -> list[str]:
-    """Characters no reading of the body's Chinese covers: each run is cut into pieces
-    that are two or more characters of the inputs, allow-listed words or function
-    characters, choosing the cut that leaves the fewest characters uncovered. A number
-    or a Latin name is one placeholder on both sides ("近90天" reads as 近#天), so the
-    words around it are matched as the inputs write them."""
+def _unknown_cjk(body: str, source: str, language: str = "zh") -> list[str]:
+    """Characters no reading of the body's Chinese (or Japanese) covers: each run is cut
+    into pieces that are two or more characters of the inputs, allow-listed words or
+    function characters, choosing the cut that leaves the fewest characters uncovered. A
+    number or a Latin name is one placeholder on both sides ("近90天" reads as 近#天), so
+    the words around it are matched as the inputs write them. In Japanese any hiragana is
+    grammar (particles, endings) and passes; the content is in kanji and katakana, which
+    must come from the inputs or the allow-list."""
     unknown: list[str] = []
     body = _LATIN_OR_NUMBER.sub(_PLACE, body)
     source = _LATIN_OR_NUMBER.sub(_PLACE, source)
-    for run in _PLACED_RUN.findall(body):
+    ja = language == "ja"
+    allowed = ALLOWED_JA if ja else ALLOWED_ZH
+    function = FUNCTION_JA if ja else FUNCTION_ZH
+
+    def known(piece: str) -> bool:
+        return (
+            piece == _PLACE
+            or (len(piece) >= 2 and piece in source)
+            or piece in allowed
+            or (len(piece) == 1 and piece in function)
+            or (ja and _HIRAGANA.fullmatch(piece) is not None)
+        )
+
+    for run in (_PLACED_JA_RUN if ja else _PLACED_RUN).findall(body):
         n = len(run)
         cost = [0] + [n + 1] * n
         back = [0] * (n + 1)
         for end in range(1, n + 1):
             for start in range(max(0, end - _LONGEST), end):
                 piece = run[start:end]
-                known = (
-                    piece == _PLACE
-                    or (len(piece) >= 2 and piece in source)
-                    or piece in ALLOWED_ZH
-                    or (len(piece) == 1 and piece in FUNCTION_ZH)
-                )
-                step = 0 if known else (1 if len(piece) == 1 else n + 1)
+                step = 0 if known(piece) else (1 if len(piece) == 1 else n + 1)
                 if cost[start] + step < cost[end]:
                     cost[end] = cost[start] + step
                     back[end] = start
@@ -749,8 +792,7 @@ def _unknown_cjk(body: str, source: str) -> list[str]:
         while end > 0:
             start = back[end]
             piece = run[start:end]
-            known_alone = piece in FUNCTION_ZH or piece in ALLOWED_ZH or piece == _PLACE
-            if len(piece) == 1 and not known_alone and piece not in unknown:
+            if len(piece) == 1 and not known(piece) and piece not in unknown:
                 unknown.insert(0, piece)
             end = start
     return unknown
