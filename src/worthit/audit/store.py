@@ -272,17 +272,6 @@ class LogReader:
             for size, root, wall, note in rows
         ]
 
-    def checkpoint_at(self, size: int) -> StoredCheckpoint | None:
-        row = (
-            self._db()
-            .execute(
-                "SELECT tree_size, root, wall_ms, note FROM checkpoints WHERE tree_size = ?",
-                (size,),
-            )
-            .fetchone()
-        )
-        return None if row is None else StoredCheckpoint(row[0], bytes(row[1]), row[2], row[3])
-
     def records_between(
         self, from_ms: int, to_ms: int, below: int
     ) -> Iterator[tuple[int, AuditRecord]]:

@@ -90,15 +90,6 @@ class BlockManager:
     def cached_prefixes(self) -> int:
         return len(self._cached)
 
-    def evictable_blocks(self) -> int:
-        """Blocks that evicting every cached prefix would free."""
-        return sum(
-            1
-            for seq_id in self._cached
-            for block in self.tables[seq_id]
-            if block.holders <= self._cached.keys()
-        )
-
     def match(self, tokens: Sequence[int]) -> list[Block]:
         """Longest indexed prefix of tokens, leaving at least the last token to compute
         (its logits are needed to sample the first output token)."""

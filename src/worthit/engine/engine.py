@@ -389,9 +389,6 @@ class Engine:
             tenants=self.scheduler.fairness.tenants,
         )
 
-    def count_prompt_tokens(self, messages: Sequence[ChatMessage], answer_prefix: str = "") -> int:
-        return self.prompts.count(messages, answer_prefix)
-
     def _queue_warming(self, request_id: str, tokens: list[int]) -> None:
         seq = internal_sequence(request_id, tokens, Detokenizer(self.runner.piece))
         sampler = self.runner.new_sampler(seq.params, self.config.seed)

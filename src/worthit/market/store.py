@@ -411,20 +411,6 @@ class MarketStore:
         )
         return int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4])
 
-    def top_reviews(self, sku: str, limit: int, until_ms: int | None = None) -> list[Review]:
-        """The reviews an explanation quotes: newest verified first, deterministic order."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT review_id, ts, rating, text, verified FROM reviews"
-                " WHERE sku = ? AND ts <= ? AND text != ''"
-                " ORDER BY verified DESC, ts DESC, review_id LIMIT ?",
-                (sku, until_ms if until_ms is not None else 2**62, limit),
-            )
-            .fetchall()
-        )
-        return [Review(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
-
     def promotions(self, sku: str, ending_after_ms: int = 0) -> list[Promotion]:
         rows = (
             self._conn()
