@@ -23,8 +23,12 @@ from service_fixtures import fake_engine, keyed_service, market_copy
 __all__ = ["keyed_service", "market_copy"]
 
 
-def key_for(market: Path) -> dict[str, str]:
-    _, key = TenantStore(market).create("acme", "medium", rpm=1_000, tpm=10_000)
+def key_for(market: Path, scope: str = "ask") -> dict[str, str]:
+    """A plain key, or (`scope="events"`) one that writes events as source `pos`."""
+    source = "pos" if scope == "events" else None
+    _, key = TenantStore(market).create(
+        "acme", "medium", rpm=1_000, tpm=10_000, scope=scope, source=source
+    )
     return {"Authorization": f"Bearer {key}"}
 
 
@@ -49,7 +53,7 @@ def test_an_answer_right_after_a_price_event_shows_the_new_price(
     r = httpx.post(
         keyed_service.base_url + "/v1/events",
         json={"events": [price("pos-1", "S1", new_price)]},
-        headers=headers,
+        headers=key_for(market_copy, "events"),
     )
     assert r.json() == {"applied": ["pos-1"], "duplicates": [], "rejected": []}
     after = httpx.post(keyed_service.base_url + "/v1/decide", json=ask, headers=headers).json()
@@ -68,7 +72,7 @@ def test_the_sheet_an_event_dropped_is_built_again_before_the_next_question(
     r = httpx.post(
         keyed_service.base_url + "/v1/events",
         json={"events": [price("pos-r", "S1", 321.0)]},
-        headers=headers,
+        headers=key_for(market_copy, "events"),
     )
     assert r.json()["applied"] == ["pos-r"]
     for _ in range(100):  # the bus applies, the cache drops S1, a quiet moment rebuilds it
@@ -100,7 +104,8 @@ def test_bad_events_are_named_by_index_and_field_and_the_good_ones_land(
         ]
     }
     url = keyed_service.base_url + "/v1/events"
-    first = httpx.post(url, json=body, headers=headers)
+    writer = key_for(market_copy, "events")
+    first = httpx.post(url, json=body, headers=writer)
     assert first.status_code == 200
     assert first.json() == {
         "applied": ["e1", "e5"],
@@ -115,7 +120,7 @@ def test_bad_events_are_named_by_index_and_field_and_the_good_ones_land(
     }  # fmt: skip
     facts = httpx.get(keyed_service.base_url + "/v1/products/S2/facts", headers=headers).json()
     assert facts["facts"]["current_price"] == 499.0 and facts["facts"]["stock"] == 0
-    again = httpx.post(url, json=body, headers=headers).json()
+    again = httpx.post(url, json=body, headers=writer).json()
     assert again["applied"] == [] and again["duplicates"] == ["e1", "e5", "e1"]
     assert [e["index"] for e in again["rejected"]] == [1, 2, 3]
 
@@ -123,7 +128,7 @@ def test_bad_events_are_named_by_index_and_field_and_the_good_ones_land(
 def test_a_body_that_is_not_a_list_of_events_is_refused_whole(
     keyed_service: LiveServer, market_copy: Path
 ) -> None:
-    headers = key_for(market_copy)
+    headers = key_for(market_copy, "events")
     url = keyed_service.base_url + "/v1/events"
     for body in ({"events": []}, {"events": [{}] * (MAX_EVENTS + 1)}, {"evts": [{}]}, [{}]):
         r = httpx.post(url, json=body, headers=headers)

@@ -32,8 +32,10 @@ def test_the_service_answers_and_applies_events_on_postgres(
 ) -> None:
     tenants = TenantStore(pg_small_market)
     _, key = tenants.create("acme", "medium", rpm=1_000, tpm=10_000)
+    _, pos_key = tenants.create("pos", "medium", 1_000, 10_000, scope="events", source="pos")
     tenants.close()
     headers = {"Authorization": f"Bearer {key}"}
+    writer = {"Authorization": f"Bearer {pos_key}"}
     audit = tmp_path / "pg.audit.db"
     with serving(pg_small_market, auth=True, audit_db=audit) as server:  # type: ignore[arg-type]
         ask = {"question": "Is the Aurora NC700 worth buying?", "sku": "S1"}
@@ -43,10 +45,10 @@ def test_the_service_answers_and_applies_events_on_postgres(
         event = {"type": "price", "event_id": "pos-1", "source": "pos", "sku": "S1",
                  "ts": iso(MARKET_NOW_MS - 1000), "price": new_price}  # fmt: skip
         sent = httpx.post(server.base_url + "/v1/events", json={"events": [event]},
-                          headers=headers)  # fmt: skip
+                          headers=writer)  # fmt: skip
         assert sent.json() == {"applied": ["pos-1"], "duplicates": [], "rejected": []}
         again = httpx.post(server.base_url + "/v1/events", json={"events": [event]},
-                           headers=headers)  # fmt: skip
+                           headers=writer)  # fmt: skip
         assert again.json()["duplicates"] == ["pos-1"]
         after = httpx.post(server.base_url + "/v1/decide", json=ask, headers=headers).json()
         assert after["facts"]["current_price"] == new_price

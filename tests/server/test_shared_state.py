@@ -69,6 +69,13 @@ def key(market: Path, name: str, rpm: int = 1_000) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
+def writer(market: Path) -> dict[str, str]:
+    """A key that writes market events, as source `pos`."""
+    _, secret = TenantStore(market).create("pos", "medium", 1_000, 10_000, scope="events",
+                                           source="pos")  # fmt: skip
+    return {"Authorization": f"Bearer {secret}"}
+
+
 def price(event_id: str, value: float) -> dict[str, Any]:
     return {"type": "price", "event_id": event_id, "source": "pos", "sku": WAIT_SKU,
             "ts": iso(MARKET_NOW_MS - 1000), "price": value}  # fmt: skip
@@ -85,7 +92,7 @@ def test_a_watch_fired_by_one_worker_reaches_the_sse_stream_on_the_other(
         with httpx.stream("GET", url, headers=headers, timeout=20) as stream:
             lines = stream.iter_lines()
             assert next(lines) == "event: ready"
-            sent = httpx.post(applier.base_url + "/v1/events", headers=headers,
+            sent = httpx.post(applier.base_url + "/v1/events", headers=writer(market_copy),
                               json={"events": [price("p1", 500.0)]})  # fmt: skip
             assert sent.status_code == 200 and sent.json()["applied"], sent.text
             event = next(line for line in lines if line.startswith("event:"))

@@ -166,6 +166,8 @@ def test_list_shows_every_key_oldest_first_without_hashes(store: TenantStore) ->
         "llm_tokens_per_minute",
         "created",
         "revoked_at",
+        "scope",
+        "source",
     }
 
 

@@ -112,6 +112,14 @@ def watch(
     return dict(r.json())
 
 
+def writer(market: Path) -> dict[str, str]:
+    """A key that writes market events (as source `pos`): plain keys only ask and watch."""
+    _, secret = TenantStore(market).create(
+        "pos", "medium", rpm=1_000, tpm=10_000, scope="events", source="pos"
+    )
+    return {"Authorization": f"Bearer {secret}"}
+
+
 def post_events(base: str, headers: dict[str, str], *events: dict[str, Any]) -> None:
     r = httpx.post(base + "/v1/events", json={"events": list(events)}, headers=headers)
     assert r.status_code == 200 and not r.json()["rejected"], r.text
@@ -178,14 +186,14 @@ def test_a_price_at_the_target_delivers_one_signed_webhook_and_the_watch_fires_o
         made = watch(base, headers, "price_at_most", target=600.0, delivery="webhook",
                      url=receiver.url)  # fmt: skip
         assert made["secret"].startswith("whsec_")
-        post_events(base, headers, price("p1", 650.0))
-        post_events(base, headers, price("p2", 590.0))
+        post_events(base, writer(market_copy), price("p1", 650.0))
+        post_events(base, writer(market_copy), price("p2", 590.0))
         eventually(lambda: len(receiver.posts) == 1, "the first webhook")
-        post_events(base, headers, price("p3", 580.0))
+        post_events(base, writer(market_copy), price("p3", 580.0))
         # a second watch fired by a later event shows the evaluator is past p3
         witness = watch(base, headers, "price_at_most", target=600.0, delivery="webhook",
                         url=receiver.url)  # fmt: skip
-        post_events(base, headers, price("p4", 570.0))
+        post_events(base, writer(market_copy), price("p4", 570.0))
         eventually(lambda: len(receiver.posts) == 2, "the witness's webhook")
         answer = httpx.post(
             base + "/v1/decide", json={"question": "worth it?", "sku": WAIT_SKU}, headers=headers
@@ -216,7 +224,7 @@ def test_a_receiver_failing_twice_gets_the_same_webhook_id_three_times(
         with hooked_service(market_copy) as service:
             base = service.base_url
             made = watch(base, headers, delivery="webhook", url=hook.url)
-            post_events(base, headers, price("p1", 500.0))
+            post_events(base, writer(market_copy), price("p1", 500.0))
             eventually(lambda: len(hook.posts) == 3, "three attempts")
             eventually(
                 lambda: listed(base, headers)[made["id"]]["deliveries"][0]["state"] == "delivered",
@@ -240,7 +248,7 @@ def test_a_delivery_that_never_succeeds_is_marked_failed(market_copy: Path) -> N
         with hooked_service(market_copy, watch_attempts=3) as service:
             base = service.base_url
             made = watch(base, headers, delivery="webhook", url=hook.url)
-            post_events(base, headers, price("p1", 500.0))
+            post_events(base, writer(market_copy), price("p1", 500.0))
             eventually(
                 lambda: listed(base, headers)[made["id"]]["deliveries"][0]["state"] == "failed",
                 "the delivery marked failed",
@@ -258,7 +266,7 @@ def test_a_pending_delivery_is_sent_after_a_restart(market_copy: Path) -> None:
     try:
         with hooked_service(market_copy, watch_attempts=1_000, watch_retry_s=0.2) as service:
             made = watch(service.base_url, headers, delivery="webhook", url=hook.url)
-            post_events(service.base_url, headers, price("p1", 500.0))
+            post_events(service.base_url, writer(market_copy), price("p1", 500.0))
             eventually(lambda: len(hook.posts) >= 1, "a first, failed attempt")
         tried = len(hook.posts)
         hook.failures = 0
@@ -287,7 +295,7 @@ def test_the_sse_stream_carries_the_tenants_notifications(
         assert r.headers["content-type"].startswith("text/event-stream")
         lines = r.iter_lines()
         assert next(lines) == "event: ready"
-        post_events(base, headers, price("p1", 500.0))
+        post_events(base, writer(market_copy), price("p1", 500.0))
         event = next(line for line in lines if line.startswith("event:"))
         data = json.loads(next(lines).removeprefix("data: "))
     assert event == "event: watch"
@@ -415,7 +423,7 @@ def test_the_page_offers_tell_me_when_on_a_wait_card(market_copy: Path, keyed: b
         page.click("#watch-button", timeout=10_000)
         page.wait_for_selector("#watch-status:has-text('We’ll tell you')", timeout=10_000)
         relay.hold()  # the stream is lost...
-        post_events(base, headers, price("p1", 500.0))  # ...when the watch fires
+        post_events(base, writer(market_copy), price("p1", 500.0))  # ...when the watch fires
         eventually(lambda: [w["state"] for w in listed(base, headers).values()] == ["fired"],
                    "the watch fired")  # fmt: skip
         relay.release()

@@ -1,5 +1,9 @@
 """`worthit keys create|list|revoke`: who may call the server, how often, how urgently.
 
+A plain key asks, reads and watches; `--scope events --source NAME` makes a key that only
+writes market events, as source NAME. A name registered as a webhook source
+(`worthit sources add`) signs with its own secret and gets no key.
+
 The plaintext key exists only in `create`'s output: the store keeps its hash, so a
 lost key is revoked and replaced, never recovered.
 """
@@ -17,12 +21,14 @@ from rich.table import Table
 from worthit.cli.errors import user_errors
 from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
 from worthit.cli.progress import stderr
+from worthit.market.ingest.webhook_sources import SourceStore
 from worthit.service.tenants import (
     ID_HEX_CHARS,
     KEY_PREFIX,
     MAX_PER_MINUTE,
     ApiKeyInfo,
     KeyNotFoundError,
+    KeyScope,
     PriorityClass,
     TenantStore,
 )
@@ -40,11 +46,30 @@ keys_app = typer.Typer(
 @keys_app.command("create")
 @user_errors
 def create_command(
-    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the key belongs to.")],
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Tenant the key belongs to (events keys: the source)."),
+    ] = None,
     priority: Annotated[
-        PriorityClass,
-        typer.Option("--priority", case_sensitive=False, help="Scheduling class of its requests."),
-    ],
+        PriorityClass | None,
+        typer.Option(
+            "--priority",
+            case_sensitive=False,
+            help="Scheduling class of its requests (events keys: medium).",
+        ),
+    ] = None,
+    scope: Annotated[
+        KeyScope,
+        typer.Option(
+            "--scope",
+            case_sensitive=False,
+            help="ask: asks, reads and watches; events: writes market events as --source.",
+        ),
+    ] = KeyScope.ASK,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", help="The event source an events key writes as."),
+    ] = None,
     rpm: Annotated[
         int, typer.Option("--rpm", min=1, max=MAX_PER_MINUTE, help="Requests per minute.")
     ] = DEFAULT_RPM,
@@ -55,9 +80,26 @@ def create_command(
     as_json: JsonOption = False,
 ) -> None:
     """Issue a key and print it once: only its hash is stored."""
-    store = TenantStore(market_db(db))
+    path = market_db(db)
+    if scope is KeyScope.EVENTS:
+        if source is None:
+            stderr.print("[red]error:[/] a key of scope events needs --source NAME")
+            raise typer.Exit(2)
+        tenant = tenant or source
+        priority = priority or PriorityClass.MEDIUM
+    if tenant is None or priority is None:
+        stderr.print("[red]error:[/] a key of scope ask needs --tenant and --priority")
+        raise typer.Exit(2)
+    if source is not None and SourceStore(path).secret(source) is not None:
+        stderr.print(
+            f"[red]error:[/] {source!r} is a webhook source: it signs with its own secret "
+            "(worthit sources), so no key writes as it",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    store = TenantStore(path)
     try:
-        key_id, key = store.create(tenant, priority, rpm, tpm)
+        key_id, key = store.create(tenant, priority, rpm, tpm, scope=scope, source=source)
     except ValueError as error:
         stderr.print(f"[red]error:[/] {error}", highlight=False)
         raise typer.Exit(2) from None
@@ -67,9 +109,10 @@ def create_command(
         print(json.dumps({**info.to_dict(), "key": key}))
     else:
         print(key)
+    what = f"writes events as source {source!r}" if scope is KeyScope.EVENTS else "asks"
     stderr.print(
-        f"[yellow]Created {key_id} for tenant {tenant!r} ({priority.value}, {rpm} req/min, "
-        f"{tpm} LLM tokens/min). Store the key now: it will not be shown again.[/]",
+        f"[yellow]Created {key_id} for tenant {tenant!r} ({what}; {priority.value}, {rpm} "
+        f"req/min, {tpm} LLM tokens/min). Store the key now: it will not be shown again.[/]",
         highlight=False,
     )
 
@@ -119,6 +162,7 @@ def _table(keys: list[ApiKeyInfo]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
     table.add_column("key id", no_wrap=True, min_width=len(KEY_PREFIX) + ID_HEX_CHARS)
     table.add_column("tenant", overflow="fold", min_width=6)
+    table.add_column("scope", no_wrap=True)
     table.add_column("priority", no_wrap=True)
     table.add_column("rpm", justify="right", no_wrap=True)
     table.add_column("tpm", justify="right", no_wrap=True)
@@ -129,6 +173,7 @@ def _table(keys: list[ApiKeyInfo]) -> Table:
         table.add_row(
             k.key_id,
             k.tenant,
+            k.scope.value if k.source is None else f"events:{k.source}",
             k.priority.value,
             str(k.requests_per_minute),
             str(k.llm_tokens_per_minute),

@@ -24,6 +24,7 @@ from worthit.market.ingest.webhook_sources import (
     SourceNotFoundError,
     SourceStore,
 )
+from worthit.service.tenants import TenantStore
 
 sources_app = typer.Typer(
     name="sources",
@@ -40,6 +41,15 @@ NameArgument = Annotated[
 @user_errors
 def add_command(name: NameArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Register a source and print its new secret (whsec_…) for the sender to sign with."""
+    bound = TenantStore(market_db(db)).bound_to(name)
+    if bound:
+        ids = ", ".join(k.key_id for k in bound)
+        stderr.print(
+            f"[red]error:[/] events keys write as {name!r} ({ids}): revoke them first, so "
+            "the source's events are the signed ones only",
+            highlight=False,
+        )
+        raise typer.Exit(2)
     store = SourceStore(market_db(db))
     try:
         secret = store.add(name)

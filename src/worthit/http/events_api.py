@@ -6,6 +6,13 @@ the embedded bus, before the answer says which were applied, which were duplicat
 (their id was applied before) and which were rejected. Only a body that is not
 `{"events": [...]}` at all is refused whole (problem details, 422).
 
+With API keys, only a key of scope `events` reaches this route (http/guard.py), and its
+events carry the source it is bound to whatever their body says: a key writes under its
+own name only, and since event ids are unique per source it cannot pre-empt another
+source's. A webhook source keeps its name to its own secret: a key bound to a name that
+is a registered webhook source is refused (403), so no key shares a signed sender's ids.
+Without keys (the demo) an event's `source` is its own.
+
 The bus itself is started by the lifespan (service/event_service.py).
 """
 
@@ -14,10 +21,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from worthit.http.caller import request_tenant
 from worthit.http.dependencies import StateDep
 from worthit.http.problems import ProblemError
 from worthit.market.apply import EventResult, Outcome
@@ -53,12 +61,28 @@ class EventsRequest(BaseModel):
 
 
 @router.post("/v1/events")
-async def post_events(body: EventsRequest, state: StateDep) -> JSONResponse:
+async def post_events(body: EventsRequest, request: Request, state: StateDep) -> JSONResponse:
     """Apply market events: each is applied, a duplicate, or rejected (by index and field)."""
     service = event_service(state)
-    good, rejected = parse_events(body.events)
+    tenant = request_tenant(request)
+    source = None if tenant is None else tenant.source
+    if source is not None and service.sources is not None and service.sources.secret(source):
+        raise ProblemError(
+            403, "Forbidden",
+            f"{source!r} is a webhook source: it sends signed webhooks with its own secret "
+            "(POST /v1/webhooks/{source}), not events with a key",
+            "authorization",
+        )  # fmt: skip
+    good, rejected = parse_events(_bound(body.events, source))
     results = await submit_events(service, [event for _, event in good])
     return JSONResponse(event_report(good, results, rejected))
+
+
+def _bound(items: list[Any], source: str | None) -> list[Any]:
+    """The events as the key's source sent them: its name replaces any other."""
+    if source is None:
+        return items
+    return [{**item, "source": source} if isinstance(item, dict) else item for item in items]
 
 
 async def submit_events(service: EventService, events: list[Event]) -> list[EventResult]:

@@ -1,5 +1,5 @@
-"""Before any handler runs: the Host, the API key and the tenant's request rate; while
-the body is read, its size and its time.
+"""Before any handler runs: the Host, the API key, its scope and the tenant's request
+rate; while the body is read, its size and its time.
 
 Pure ASGI, so a streamed answer passes through untouched (BaseHTTPMiddleware would copy
 every SSE chunk through an extra task and stream). A body is refused at once when its
@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from worthit.http.caller import remember_tenant
 from worthit.http.problems import ProblemError, error_for
 from worthit.service.ratelimit import Limiter, Limits
-from worthit.service.tenants import AuthError, TenantStore
+from worthit.service.tenants import AuthError, KeyScope, Tenant, TenantStore
 
 MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
@@ -33,6 +33,10 @@ ALWAYS_OPEN = ("/healthz", "/readyz", "/static/", "/v1/webhooks/")
 webhooks (the signature is their key)."""
 OPERATIONS_PATHS = ("/metrics", "/docs", "/openapi.json")
 """Traffic, load and the API's shape: behind a key unless `open_operations` is set."""
+MARKET_WRITES = frozenset({("POST", "/v1/events")})
+"""What writes the shared market (every tenant reads it): only a key of scope `events`."""
+EITHER_SCOPE = frozenset({("GET", "/v1/events/schema")})
+"""What both kinds of key may call: an event writer validates against the schema."""
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 """The Host names a keyless demo answers to: anything else may be a DNS-rebinding page
 in the shopper's browser reaching the loopback port through a name it controls."""
@@ -100,6 +104,7 @@ class GuardMiddleware:
         except AuthError as exc:
             title = "Unauthorized" if exc.status == 401 else "Forbidden"
             raise ProblemError(exc.status, title, str(exc), "authorization") from exc
+        _check_scope(tenant, scope["method"], path)
         admission = await self.limiter.admit_async(
             tenant.name, Limits(tenant.requests_per_minute, tenant.llm_tokens_per_minute)
         )
@@ -143,6 +148,29 @@ class GuardMiddleware:
             return message
 
         return bounded
+
+
+def _check_scope(tenant: Tenant, method: str, path: str) -> None:
+    """403 naming the scope a route needs when the key has the other one. A key that
+    writes events does nothing else, so one kept on a point-of-sale machine neither asks
+    nor reads."""
+    route = (method, path.rstrip("/") or "/")
+    if route in EITHER_SCOPE:
+        return
+    needed = KeyScope.EVENTS if route in MARKET_WRITES else KeyScope.ASK
+    if tenant.scope is needed:
+        return
+    if needed is KeyScope.EVENTS:
+        detail = (
+            "writing market events needs a key of scope 'events', bound to its source "
+            "(worthit keys create --scope events --source NAME); this key's scope is 'ask'"
+        )
+    else:
+        detail = (
+            f"this key's scope is 'events' (it writes market events as source "
+            f"{tenant.source!r}); asking, reading and watching need a key of scope 'ask'"
+        )
+    raise ProblemError(403, "Forbidden", detail, "authorization", scope=needed.value)
 
 
 def _hostname(host: str) -> str | None:

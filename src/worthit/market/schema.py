@@ -3,8 +3,9 @@
 On SQLite `PRAGMA user_version` holds the market's schema version; each migration runs
 once, in order, inside one transaction (db/migrations.py). PostgreSQL has no
 user_version: there the market's version is the `market` row of `schema_components`,
-like every other component's, and the market starts at its latest schema in one
-migration (`POSTGRES_MIGRATIONS`: no PostgreSQL store predates it).
+like every other component's; the market starts at SQLite's v5 in one migration
+(`POSTGRES_MIGRATIONS`: no PostgreSQL store predates it) and follows SQLite's chain
+from there.
 """
 
 from __future__ import annotations
@@ -184,12 +185,33 @@ ALTER TABLE promotions_v5 RENAME TO promotions;
 CREATE INDEX promotions_sku_ends ON promotions(sku, ends);
 """
 
+# v6: event ids are unique per source, not across sources: a sender can neither
+# pre-empt another's ids nor have its own taken. Existing claims keep their source.
+_V6_EVENT_IDS_PER_SOURCE = """
+CREATE TABLE applied_events_v6 (
+    source     TEXT NOT NULL,
+    event_id   TEXT NOT NULL,
+    applied_ms INTEGER NOT NULL,
+    PRIMARY KEY (source, event_id)
+) WITHOUT ROWID;
+INSERT INTO applied_events_v6 (source, event_id, applied_ms)
+    SELECT source, event_id, applied_ms FROM applied_events;
+DROP TABLE applied_events;
+ALTER TABLE applied_events_v6 RENAME TO applied_events;
+"""
+_PG_V6_EVENT_IDS_PER_SOURCE = """
+ALTER TABLE applied_events DROP CONSTRAINT applied_events_pkey;
+ALTER TABLE applied_events ALTER COLUMN source TYPE TEXT COLLATE "C";
+ALTER TABLE applied_events ADD PRIMARY KEY (source, event_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "base tables", _V1_BASE),
     Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
     Migration(3, "covering indexes for window rankings", _V3_WINDOW_INDEXES),
     Migration(4, "applied event ids", _V4_APPLIED_EVENTS),
     Migration(5, "promotion kinds", _V5_PROMOTION_KINDS + _bump_triggers(("promotions",))),
+    Migration(6, "event ids per source", _V6_EVENT_IDS_PER_SOURCE),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -298,7 +320,8 @@ END $$;
 )
 
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    Migration(LATEST_VERSION, "market schema", _PG_MARKET, postgres=_PG_MARKET),
+    Migration(5, "market schema", _PG_MARKET, postgres=_PG_MARKET),
+    Migration(6, "event ids per source", "", postgres=_PG_V6_EVENT_IDS_PER_SOURCE),
 )
 MARKET_COMPONENT = "market"
 

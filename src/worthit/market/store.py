@@ -99,7 +99,7 @@ WHERE (promotions.ends, promotions.kind, promotions.price, promotions.percent_of
 """
 _CLAIM_EVENT = """
 INSERT INTO applied_events (event_id, source, applied_ms) VALUES (?, ?, ?)
-ON CONFLICT (event_id) DO NOTHING
+ON CONFLICT (source, event_id) DO NOTHING
 """
 _UPSERT_SALES = """
 INSERT INTO sales (sku, day, units) VALUES (?, ?, ?)
@@ -268,7 +268,8 @@ class MarketStore:
         return [cursor.rowcount > 0 for cursor in cursors]
 
     def claim_event(self, conn: Connection, event_id: str, source: str, applied_ms: int) -> bool:
-        """Inside a transaction: note `event_id` as applied; False when it already was.
+        """Inside a transaction: note `source`'s `event_id` as applied; False when it
+        already was. Ids are unique per source, so one source cannot claim another's.
 
         Written in the transaction of the event's effect, so the id and the effect commit
         or vanish together, and a redelivery after a crash finds exactly one of both.
@@ -276,7 +277,7 @@ class MarketStore:
         return conn.execute(_CLAIM_EVENT, (event_id, source, applied_ms)).rowcount > 0
 
     def applied_event_count(self) -> int:
-        """How many distinct event ids this store has applied."""
+        """How many distinct (source, event id) pairs this store has applied."""
         return int(self._conn().execute("SELECT count(*) FROM applied_events").fetchone()[0])
 
     def has_sku(self, sku: str) -> bool:

@@ -11,6 +11,11 @@ every request of a 25 ms budget and protect nothing. The stored and computed dig
 are compared with :func:`hmac.compare_digest` so the time taken does not reveal how
 many leading characters matched.
 
+A key has a scope. A plain key (``ask``) asks, reads and watches. Writing the shared
+market takes a key made for it (``events``), bound to one event source: every event it
+sends carries that source whatever its body says, so a key can write only under its own
+name and its event ids (unique per source) cannot pre-empt another source's.
+
 Authenticated rows are cached in process for ``cache_ttl`` seconds (2 by default): a
 key revoked through this store is evicted at once, and one revoked by another process
 (``worthit keys revoke`` beside a running server) stops working within ``cache_ttl``,
@@ -48,6 +53,8 @@ MAX_KEY_CHARS = 256
 _TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KEY_ID = re.compile(rf"{KEY_PREFIX}[0-9a-f]{{{ID_HEX_CHARS}}}")
 _SECRET = re.compile(r"[A-Za-z0-9_-]{20,128}")
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""The events' `source` pattern (market/events.py)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -76,8 +83,26 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_tenant ON api_keys(tenant);
 """
-MIGRATIONS = (Migration(1, "api keys", _SCHEMA, postgres=_PG_SCHEMA),)
-"""On SQLite, version 1 is the table that files made before versioning already have."""
+_SCOPES = """
+ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'ask'
+    CHECK (scope IN ('ask', 'events'));
+ALTER TABLE api_keys ADD COLUMN source TEXT
+    CHECK ((scope = 'events') = (source IS NOT NULL));
+"""
+_PG_SCOPES = """
+ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'ask'
+    CHECK (scope IN ('ask', 'events'));
+ALTER TABLE api_keys ADD COLUMN source TEXT COLLATE "C";
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_source
+    CHECK ((scope = 'events') = (source IS NOT NULL));
+"""
+MIGRATIONS = (
+    Migration(1, "api keys", _SCHEMA, postgres=_PG_SCHEMA),
+    Migration(2, "key scopes and bound sources", _SCOPES, postgres=_PG_SCOPES),
+)
+"""On SQLite, version 1 is the table that files made before versioning already have.
+Version 2 makes every existing key a plain one (``ask``): none of them writes events
+until a key is created for it."""
 _LIST = {
     "sqlite": "ORDER BY created, rowid",
     "postgresql": "ORDER BY created, seq",
@@ -86,8 +111,15 @@ _LIST = {
 
 _COLUMNS = (
     "key_id, key_hash, tenant, priority, requests_per_minute, llm_tokens_per_minute, "
-    "created, revoked_at"
+    "created, revoked_at, scope, source"
 )
+
+
+class KeyScope(StrEnum):
+    """What a key may do: plain keys ask, read and watch; event keys write the market."""
+
+    ASK = "ask"
+    EVENTS = "events"
 
 
 class PriorityClass(StrEnum):
@@ -144,6 +176,9 @@ class Tenant:
     priority: PriorityClass
     requests_per_minute: int
     llm_tokens_per_minute: int
+    scope: KeyScope = KeyScope.ASK
+    source: str | None = None
+    """The event source an ``events`` key writes as; None for a plain key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +192,8 @@ class ApiKeyInfo:
     llm_tokens_per_minute: int
     created: str
     revoked_at: str | None
+    scope: KeyScope = KeyScope.ASK
+    source: str | None = None
 
     @property
     def revoked(self) -> bool:
@@ -169,6 +206,8 @@ class ApiKeyInfo:
             priority=self.priority,
             requests_per_minute=self.requests_per_minute,
             llm_tokens_per_minute=self.llm_tokens_per_minute,
+            scope=self.scope,
+            source=self.source,
         )
 
     def to_dict(self) -> dict[str, str | int | None]:
@@ -180,6 +219,8 @@ class ApiKeyInfo:
             "llm_tokens_per_minute": self.llm_tokens_per_minute,
             "created": self.created,
             "revoked_at": self.revoked_at,
+            "scope": self.scope.value,
+            "source": self.source,
         }
 
 
@@ -218,21 +259,29 @@ class TenantStore:
         priority: PriorityClass | str,
         rpm: int,
         tpm: int,
+        *,
+        scope: KeyScope | str = KeyScope.ASK,
+        source: str | None = None,
     ) -> tuple[str, str]:
-        """Issue a key; returns ``(key_id, plaintext_key)``. The plaintext is not kept."""
+        """Issue a key; returns ``(key_id, plaintext_key)``. The plaintext is not kept.
+
+        An ``events`` key needs the `source` it writes as; a plain key takes none."""
         _check_tenant(tenant)
         level = _priority(priority)
         _check_per_minute("rpm", rpm)
         _check_per_minute("tpm", tpm)
+        kind = _scope(scope)
+        _check_source(kind, source)
         secret = secrets.token_urlsafe(SECRET_BYTES)
+        now = _utc_now()
         conn = self._conn()
         while True:
             key_id = KEY_PREFIX + secrets.token_hex(ID_HEX_CHARS // 2)
             key = f"{key_id}_{secret}"
             try:
                 conn.execute(
-                    f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-                    (key_id, _digest(key), tenant, level.value, rpm, tpm, _utc_now()),
+                    f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                    (key_id, _digest(key), tenant, level.value, rpm, tpm, now, kind.value, source),
                 )
             except self._db.errors.integrity:
                 continue  # a 48-bit id collided with an existing one: draw another
@@ -265,6 +314,19 @@ class TenantStore:
         rows = (
             self._conn()
             .execute(f"SELECT {_COLUMNS} FROM api_keys {_LIST[self._db.dialect]}")
+            .fetchall()
+        )
+        return [_info(row) for row in rows]
+
+    def bound_to(self, source: str) -> builtins.list[ApiKeyInfo]:
+        """The unrevoked ``events`` keys that write as `source`."""
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE scope = 'events' AND source = ? "
+                f"AND revoked_at IS NULL {_LIST[self._db.dialect]}",
+                (source,),
+            )
             .fetchall()
         )
         return [_info(row) for row in rows]
@@ -354,9 +416,35 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def _info(row: tuple[str, str, str, str, int, int, str, str | None]) -> ApiKeyInfo:
-    key_id, _hash, tenant, priority, rpm, tpm, created, revoked_at = row
-    return ApiKeyInfo(key_id, tenant, PriorityClass(priority), rpm, tpm, created, revoked_at)
+def _info(
+    row: tuple[str, str, str, str, int, int, str, str | None, str, str | None],
+) -> ApiKeyInfo:
+    key_id, _hash, tenant, priority, rpm, tpm, created, revoked_at, scope, source = row
+    return ApiKeyInfo(
+        key_id, tenant, PriorityClass(priority), rpm, tpm, created, revoked_at,
+        KeyScope(scope), source,
+    )  # fmt: skip
+
+
+def _scope(value: KeyScope | str) -> KeyScope:
+    try:
+        return KeyScope(value)
+    except ValueError:
+        choices = ", ".join(s.value for s in KeyScope)
+        raise ValueError(f"scope must be one of {choices}, got {value!r}") from None
+
+
+def _check_source(scope: KeyScope, source: str | None) -> None:
+    """An events key is bound to exactly one source; a plain key writes none."""
+    if scope is KeyScope.ASK:
+        if source is not None:
+            raise ValueError("source is only for a key of scope events")
+        return
+    if source is None or not _SOURCE_NAME.fullmatch(source):
+        raise ValueError(
+            "an events key needs a source: 1–64 letters, digits, '.', '_' or '-', starting "
+            f"with a letter or digit, got {source!r}"
+        )
 
 
 def _priority(value: PriorityClass | str) -> PriorityClass:
