@@ -34,7 +34,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
-from functools import cache
+from functools import cache, lru_cache
 from typing import TypeVar
 
 from worthit.decide.phrasing import sentence
@@ -376,6 +376,7 @@ _IRREGULAR = {
 }
 
 
+@cache
 def lemmas(word: str) -> frozenset[str]:
     """The forms a word may stand for: itself, an irregular base, and what stripping one
     common suffix leaves ("rated" → rate, rat; "prices" → price, pric). Deliberately loose,
@@ -698,6 +699,7 @@ def _against(body: str, inputs: CheckInputs) -> str:
     return ""
 
 
+@lru_cache(maxsize=1024)
 def _grounds(inputs: CheckInputs) -> Grounds:
     """Every number the reasons and the title write, with their dates whole and in parts."""
     numbers: set[Decimal] = set()
@@ -731,9 +733,7 @@ def _unknown_words(body: str, inputs: CheckInputs) -> list[str]:
     known: set[str] = set()
     for word in _WORD.findall(source.lower()):
         known |= lemmas(word)
-    allowed: set[str] = set()
-    for word in ALLOWED_EN | STOPWORDS_EN:
-        allowed |= lemmas(word)
+    allowed = _allowed_lemmas()
     unknown = []
     for word in _WORD.findall(body.lower()):
         if word in STOPWORDS_EN:
@@ -742,6 +742,12 @@ def _unknown_words(body: str, inputs: CheckInputs) -> list[str]:
         if not (forms & known or forms & allowed) and word not in unknown:
             unknown.append(word)
     return unknown
+
+
+@cache
+def _allowed_lemmas() -> frozenset[str]:
+    """Every form the English allow-list and stopwords stand for, computed once."""
+    return frozenset(form for word in ALLOWED_EN | STOPWORDS_EN for form in lemmas(word))
 
 
 _LONGEST = 8
