@@ -22,7 +22,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rapidfuzz import process
 from rapidfuzz.distance import OSA
@@ -38,6 +38,9 @@ while their products add up to no more; a single word commoner than that is read
 popularity order instead."""
 PREFIX_QUALITY = 0.85
 """A word still being typed ("auro" for "aurora") counts a little less than a whole one."""
+SPELLING_QUALITY = 0.9
+"""A model code written with another spacing ("Air 500" for "Air500") counts a little less,
+so a product spelt as the shopper spelt it wins over one spelt otherwise."""
 TYPO_QUALITY = {1: 0.9, 2: 0.8}
 """A word one or two edits from a catalogue word (a typo) counts a little less again."""
 EXTRA_PENALTY = 4.0
@@ -45,6 +48,7 @@ EXTRA_PENALTY = 4.0
 _IGNORED_WEIGHT = 0.1
 """Positions weighing this little (filler, particles) are never required to match."""
 _CORRECTIONS_KEPT = 4096
+_REPEATED_KEPT = 50_000
 _DIGITS = re.compile(r"\d+")
 
 
@@ -63,8 +67,8 @@ class Entry:
     hit: SearchHit
     names: tuple[Name, ...]
     popularity: int
-    postings: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
-    """Term → (name, start, end) of each place a name has it."""
+    texts: frozenset[str]
+    """Every term of every name: what the product is found by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,25 +82,42 @@ class Match:
     popularity: int
 
 
-def names_of(hit: SearchHit) -> tuple[Name, ...]:
-    """Title, SKU, brand, each alias, and the brand before each alias that lacks it, so
-    "Kestrel Q5" is a whole name of the product whose aliases say "Q5"."""
+def names_of(hit: SearchHit, known: dict[str, Analysed] | None = None) -> tuple[Name, ...]:
+    """Title, SKU, brand, each alias, and the brand before each Latin alias that lacks
+    it, so "Kestrel Q5" is a whole name of the product whose aliases say "Q5". `known`
+    holds names analysed before (a catalogue repeats its brands and model codes)."""
     labels = [hit.sku, hit.brand, *hit.aliases]
     brand = hit.brand.casefold()
     if brand:
-        labels += [f"{hit.brand} {a}" for a in hit.aliases if brand not in a.casefold()]
-    names = [Name(analyse(hit.title), True)]
-    names += [Name(analyse(label), False) for label in dict.fromkeys(labels) if label]
-    return tuple(name for name in names if name.analysed.positions)
+        labels += [
+            f"{hit.brand} {a}" for a in hit.aliases if a.isascii() and brand not in a.casefold()
+        ]
+    known = {} if known is None else known
+    names = []
+    for i, text in enumerate([hit.title, *dict.fromkeys(labels)]):
+        analysed = known.get(text)
+        if analysed is None:
+            analysed = known[text] = analyse(text)
+        if analysed.positions:
+            names.append(Name(analysed, i == 0))
+    return tuple(names)
 
 
-def entry_of(hit: SearchHit, popularity: int) -> Entry:
-    names = names_of(hit)
-    postings: dict[str, list[tuple[int, int, int]]] = {}
-    for i, name in enumerate(names):
-        for term in name.analysed.terms:
-            postings.setdefault(term.text, []).append((i, term.start, term.end))
-    return Entry(hit, names, popularity, postings)
+def entry_of(hit: SearchHit, popularity: int, known: dict[str, Analysed] | None = None) -> Entry:
+    names = names_of(hit, known)
+    return Entry(hit, names, popularity, frozenset(t for n in names for t in n.analysed.texts()))
+
+
+Postings = dict[str, list[tuple[int, int, int]]]
+"""Term → (name, start, end) of each place one product's names have it."""
+
+
+def postings_of(entry: Entry) -> Postings:
+    postings: Postings = {}
+    for i, name in enumerate(entry.names):
+        for text, start, end in name.analysed.terms:
+            postings.setdefault(text, []).append((i, start, end))
+    return postings
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +142,8 @@ class SearchIndex:
             "terms, tokenize = 'unicode61 remove_diacritics 0')"
         )
         self._entries: dict[int, Entry] = {}
+        self._postings: dict[int, Postings] = {}
+        """Of the products searches have ranked, made when first needed: most never are."""
         self._rowids: dict[str, int] = {}
         self._last_rowid = 0
         self._frequency: dict[str, int] = {}
@@ -141,6 +164,7 @@ class SearchIndex:
         """Add products (after every one indexed: least popular), or rename ones indexed."""
         with self._lock:
             rows = []
+            repeated: dict[str, Analysed] = {}
             for hit in hits:
                 rowid = self._rowids.get(hit.sku)
                 if rowid is not None:
@@ -148,19 +172,22 @@ class SearchIndex:
                 else:
                     self._last_rowid += 1
                     rowid = self._last_rowid
-                entry = entry_of(hit, self._popularity.get(hit.sku, 0))
+                entry = entry_of(hit, self._popularity.get(hit.sku, 0), repeated)
+                if len(repeated) > _REPEATED_KEPT:
+                    repeated.clear()
                 self._rowids[hit.sku] = rowid
                 self._entries[rowid] = entry
-                for text in entry.postings:
+                for text in entry.texts:
                     self._frequency[text] = self._frequency.get(text, 0) + 1
-                rows.append((rowid, " ".join(entry.postings)))
+                rows.append((rowid, " ".join(entry.texts)))
             self._db.executemany("INSERT INTO names (rowid, terms) VALUES (?, ?)", rows)
             self._words = None
             self._corrections.clear()
 
     def _forget(self, rowid: int) -> None:
         entry = self._entries.pop(rowid)
-        for text in entry.postings:
+        self._postings.pop(rowid, None)
+        for text in entry.texts:
             left = self._frequency.get(text, 1) - 1
             if left:
                 self._frequency[text] = left
@@ -177,10 +204,16 @@ class SearchIndex:
         with self._lock:
             query = self._query(analysed, prefix)
             rowids = self._every_word(query) or self._any_word(query)
-            entries = [self._entries[rowid] for rowid in rowids]
-        matches = [m for m in (_match(e, query) for e in entries) if m.coverage > 0]
+            found = [(self._entries[rowid], self._postings_of(rowid)) for rowid in rowids]
+        matches = [m for m in (_match(e, p, query) for e, p in found) if m.coverage > 0]
         matches.sort(key=lambda m: (-m.score, -m.popularity, m.hit.sku))
         return matches[:limit]
+
+    def _postings_of(self, rowid: int) -> Postings:
+        postings = self._postings.get(rowid)
+        if postings is None:
+            postings = self._postings[rowid] = postings_of(self._entries[rowid])
+        return postings
 
     def _query(self, analysed: Analysed, prefix: bool) -> _Query:
         wanted: dict[str, list[tuple[Term, float]]] = {}
@@ -196,7 +229,11 @@ class SearchIndex:
                 wanted.setdefault(corrected, []).append((term, TYPO_QUALITY[distance]))
         last = analysed.positions[-1]
         long_enough = len(last) >= (1 if analysed.cjk[-1] else 2)
-        weights = tuple(weight(p, c) for p, c in zip(analysed.positions, analysed.cjk, strict=True))
+        in_code = {i for join in analysed.joins for i in range(join.start, join.end)}
+        weights = tuple(
+            weight(p, c, i in in_code)
+            for i, (p, c) in enumerate(zip(analysed.positions, analysed.cjk, strict=True))
+        )
         return _Query(analysed, weights, wanted, last if prefix and long_enough else None)
 
     def _every_word(self, query: _Query) -> list[int]:
@@ -264,24 +301,34 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _match(entry: Entry, query: _Query) -> Match:
+def _match(entry: Entry, postings: Postings, query: _Query) -> Match:
     weights = query.weights
     last = len(weights) - 1
     quality: dict[int, list[float]] = {}
     covered: dict[int, set[int]] = {}
     for text, hits in query.wanted.items():
-        for name, start, end in entry.postings.get(text, ()):
+        places: dict[int, list[tuple[int, int]]] = {}
+        for name, start, end in postings.get(text, ()):
+            places.setdefault(name, []).append((start, end))
+        for name, spans in places.items():
             values = quality.setdefault(name, [0.0] * len(weights))
-            for term, value in hits:
+            used = covered.setdefault(name, set())
+            # One place per query word: "Pulse 2" covers one "2" of "Pulse 2-2", not both.
+            for k, (term, value) in enumerate(hits):
+                start, end = spans[min(k, len(spans) - 1)]
+                if term.end - term.start != end - start:
+                    value *= SPELLING_QUALITY  # "NC-700" for "NC700": the same, spelt otherwise
                 for i in range(term.start, term.end):
                     values[i] = max(values[i], value)
-            covered.setdefault(name, set()).update(range(start, end))
+                used.update(range(start, end))
     if query.started:
-        for text, places in entry.postings.items():
-            if text.startswith(query.started) and text not in query.wanted:
-                for name, start, end in places:
-                    values = quality.setdefault(name, [0.0] * len(weights))
-                    values[last] = max(values[last], PREFIX_QUALITY)
+        for text, spots in postings.items():
+            if not text.startswith(query.started) or text in query.wanted:
+                continue
+            for name, start, end in spots:
+                values = quality.setdefault(name, [0.0] * len(weights))
+                if values[last] < PREFIX_QUALITY:
+                    values[last] = PREFIX_QUALITY
                     covered.setdefault(name, set()).update(range(start, end))
     total = sum(weights)
     overall = [0.0] * len(weights)

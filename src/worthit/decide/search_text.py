@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
 _CJK = "\u3040-\u30fa\u30fc-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
 # A word: letters and digits, with inner hyphens, dots, slashes or apostrophes ("WH-1000XM5").
 _WORD = re.compile(rf"[^\W_{_CJK}]+(?:[-./'’][^\W_{_CJK}]+)*")
 _PIECE = re.compile(rf"{_CJK_RUN.pattern}|{_WORD.pattern}")
+_CJK_START = re.compile(rf"[{_CJK}]")
 _JOINER = re.compile(r"[-./'’]")
 _DIGIT = re.compile(r"\d")
 _HIRAGANA = re.compile(r"[\u3041-\u309f]+")
@@ -39,8 +41,7 @@ FILLER_WORDS = frozenset(
 """English words a shopper types around a name that say nothing about which product."""
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+class Term(NamedTuple):
     """One searchable unit and the positions of the text it stands for."""
 
     text: str
@@ -50,12 +51,21 @@ class Term:
 
 @dataclass(frozen=True, slots=True)
 class Analysed:
-    """A text as positions (a word, or a CJK character pair) and the terms over them."""
+    """A text as positions (a word, or a CJK character pair) and the terms over them:
+    each position is a term, and so is each model code joined across positions."""
 
     positions: tuple[str, ...]
-    terms: tuple[Term, ...]
     cjk: tuple[bool, ...]
     """Per position: whether it is a CJK pair (or a lone CJK character)."""
+    joins: tuple[Term, ...]
+
+    @property
+    def terms(self) -> list[Term]:
+        return [Term(p, i, i + 1) for i, p in enumerate(self.positions)] + list(self.joins)
+
+    def texts(self) -> list[str]:
+        """Every term's text, as the index stores them."""
+        return [*self.positions, *(join.text for join in self.joins)]
 
 
 def fold(text: str) -> str:
@@ -64,45 +74,35 @@ def fold(text: str) -> str:
 
 
 def analyse(text: str) -> Analysed:
-    """Positions and terms of `text`; see the module's docstring for what joins and splits."""
+    """Positions and terms of `text`; see the module's docstring for what joins and splits.
+
+    It runs on every name of every product when the index is built (700,000 names at
+    100,000 products), hence the plain loops and the tests before each regex."""
     positions: list[str] = []
     cjk: list[bool] = []
-    terms: list[Term] = []
-    for piece in _PIECE.finditer(fold(text)):
-        word = piece[0]
-        if _CJK_RUN.fullmatch(word):
-            pairs = [word[i : i + 2] for i in range(len(word) - 1)] or [word]
-            for pair in pairs:
-                terms.append(Term(pair, len(positions), len(positions) + 1))
-                positions.append(pair)
-                cjk.append(True)
+    joins: list[Term] = []
+    for word in _PIECE.findall(unicodedata.normalize("NFKC", text).casefold()):
+        if _CJK_START.match(word):
+            pairs = [word[i : i + 2] for i in range(len(word) - 1)] if len(word) > 1 else [word]
+            positions += pairs
+            cjk += [True] * len(pairs)
             continue
-        parts = [p for p in _JOINER.split(word) if p]
-        start = len(positions)
-        for part in parts:
-            terms.append(Term(part, len(positions), len(positions) + 1))
-            positions.append(part)
+        if _JOINER.search(word):
+            parts = _JOINER.split(word)
+            joins.append(Term("".join(parts), len(positions), len(positions) + len(parts)))
+            positions += parts
+            cjk += [False] * len(parts)
+        else:
+            positions.append(word)
             cjk.append(False)
-        if len(parts) > 1:
-            terms.append(Term("".join(parts), start, len(positions)))
-    terms.extend(_code_joins(positions, cjk))
-    return Analysed(tuple(positions), tuple(terms), tuple(cjk))
-
-
-def _code_joins(positions: list[str], cjk: list[bool]) -> list[Term]:
-    """A letters-only word followed by one starting with a digit is also one model code:
-    "NC 700" is "nc700", "Pulse 2" is "pulse2"."""
-    joins = []
     for i in range(len(positions) - 1):
         left, right = positions[i], positions[i + 1]
-        if cjk[i] or cjk[i + 1]:
-            continue
-        if left.isalpha() and right[0].isdigit():
-            joins.append(Term(left + right, i, i + 2))
-    return joins
+        if not (cjk[i] or cjk[i + 1]) and right[0].isdigit() and left.isalpha():
+            joins.append(Term(left + right, i, i + 2))  # "NC 700" is also "nc700"
+    return Analysed(tuple(positions), tuple(cjk), tuple(joins))
 
 
-def weight(position: str, is_cjk: bool) -> float:
+def weight(position: str, is_cjk: bool, in_code: bool = False) -> float:
     """How much a query position says about which product is meant.
 
     A model code (it has a digit) says most; a word says something; a CJK pair less
@@ -113,7 +113,7 @@ def weight(position: str, is_cjk: bool) -> float:
         return 0.1 if _HIRAGANA.fullmatch(position) else 0.7
     if _DIGIT.search(position):
         return 2.0
-    if position in FILLER_WORDS:
+    if position in FILLER_WORDS and not in_code:  # the "a" of "A-14" is no article
         return 0.1
     return 1.0
 
