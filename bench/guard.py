@@ -32,6 +32,7 @@ from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_model_path
 from worthit.engine.runner import LlamaRunner
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 
 
 def main() -> None:
@@ -53,7 +54,7 @@ def main() -> None:
         n_threads=args.threads, background_threads=args.threads, context_size=8192
     )
     engine = Engine(LlamaRunner(resolve_model_path(args.model), config), config)
-    answerer = Answerer(MarketStore(args.db), engine)
+    answerer = build_answerer(MarketStore(args.db), engine)
     results = run_with_engine(engine, lambda: write_all(answerer, engine, args))
     report(results, args)
 

@@ -50,12 +50,10 @@ def main() -> None:
     skus = [hit.sku for hit in store.all_names()][:200]
     client = sync_client(args.redis)
     builder = FactsBuilder(store)
-    writer = FactsCache(builder)
-    writer.tier = RedisSheetTier(client, prefix)
+    writer = FactsCache(builder, tier=RedisSheetTier(client, prefix))
     for sku in skus:
         writer.get(sku)
-    reader = FactsCache(builder)
-    reader.tier = RedisSheetTier(client, prefix)
+    reader = FactsCache(builder, tier=RedisSheetTier(client, prefix))
     memory = FactsCache(builder)
     for sku in skus:
         memory.get(sku)

@@ -37,6 +37,7 @@ from worthit.market.records import (
     StockRecord,
 )
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 from worthit.text.time import DAY_MS, fixed_clock, from_ms, iso, to_ms
 
 from conftest import MARKET_END, MARKET_NOW_MS, market_clock
@@ -232,7 +233,7 @@ def test_an_as_of_answer_is_the_template_and_leaves_todays_explanations_alone(
 ) -> None:
     engine = ScriptedEngine(("Worth buying now because it is cheap.",))
     explanations = RecordingStore()
-    answerer = Answerer(
+    answerer = build_answerer(
         MarketStore(market),
         engine,  # type: ignore[arg-type]
         clock=market_clock(),
@@ -252,9 +253,9 @@ def test_an_as_of_answer_is_the_template_and_leaves_todays_explanations_alone(
 
 
 def test_rankings_and_comparisons_are_as_of_too(market: Path) -> None:
-    answerer = Answerer(MarketStore(market), None, clock=market_clock())
+    answerer = build_answerer(MarketStore(market), None, clock=market_clock())
     then = answer(answerer, "top 3 headphones by sales in the last 3 days", EARLIER)
-    at_the_time = Answerer(MarketStore(market), None, clock=fixed_clock(EARLIER))
+    at_the_time = build_answerer(MarketStore(market), None, clock=fixed_clock(EARLIER))
     expected = answer(at_the_time, "top 3 headphones by sales in the last 3 days", None)
     assert then.decision.ranking == expected.decision.ranking
     compared = answer(answerer, "Kestrel Q5 or Nordvik Aria ANC?", EARLIER)
@@ -262,7 +263,7 @@ def test_rankings_and_comparisons_are_as_of_too(market: Path) -> None:
 
 
 def test_the_decider_refuses_moments_it_cannot_answer_as_of(market: Path) -> None:
-    decider = Answerer(MarketStore(market), None, clock=market_clock()).decider
+    decider = build_answerer(MarketStore(market), None, clock=market_clock()).decider
     assert decider.as_of(iso(EARLIER)) == EARLIER - EARLIER % 1000
     with pytest.raises(ValueError, match="in the future"):
         decider.as_of(MARKET_END.isoformat())  # its end is a minute after the clock

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from worthit.answer.answerer import Answerer
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import LIVE_KEY, FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.bus import EventBus
 from worthit.market.events import EventError, parse_event
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 from worthit.text.time import iso
 
 from conftest import MARKET_NOW_MS, market_clock
@@ -52,14 +52,13 @@ def test_live_sheets_say_so_and_plain_ones_do_not(store: MarketStore) -> None:
     cache = FactsCache(FactsBuilder(store, market_clock()))
     plain = cache.get("S1")
     assert plain is not None and LIVE_KEY not in plain.extra
-    cache.live = True
-    live = cache.get("S1")
+    live = FactsCache(FactsBuilder(store, market_clock()), live=True).get("S1")
     assert live is not None and live.extra[LIVE_KEY] is True
     assert live.version == plain.version  # the same facts, only judged against the objective
 
 
 def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> None:
-    answerer = Answerer(store, None, clock=market_clock())
+    answerer = build_answerer(store, None, clock=market_clock())
     before = answerer.facts.get("S1")
     assert before is not None
     new_price = round((before.current_price or 100.0) - 5.0, 2)
@@ -81,7 +80,7 @@ def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> 
 
 def test_a_stock_reading_evicts_but_queues_no_rewrite(store: MarketStore) -> None:
     """The live feed's heartbeat changes the facts (stock), not what is explained."""
-    answerer = Answerer(store, None, clock=market_clock())
+    answerer = build_answerer(store, None, clock=market_clock())
     assert answerer.facts.get("S1") is not None
     stock = {"type": "stock", "event_id": "st1", "source": "pos", "sku": "S1",
              "ts": "2026-09-20T12:00:00Z", "quantity": 7}  # fmt: skip
@@ -171,7 +170,7 @@ def test_warm_stops_when_its_time_is_spent(store: MarketStore) -> None:
 
 
 def test_the_answerer_warms_last_weeks_best_sellers_first(store: MarketStore) -> None:
-    answerer = Answerer(store, None, clock=market_clock())
+    answerer = build_answerer(store, None, clock=market_clock())
     answerer.facts.capacity = 5
     assert answerer.warm(budget_s=60) == 5
     ranked = answerer.decider.rankings.top(None, "sales", 7, 5)

@@ -40,9 +40,8 @@ class CountingBuilder(FactsBuilder):
 
 def worker(path: Path, client: redis.Redis, prefix: str, beta: float = 1.0) -> FactsCache:
     """One worker's cache: its own store connection, the shared tier."""
-    cache = FactsCache(CountingBuilder(MarketStore(path), market_clock()), beta=beta)
-    cache.tier = RedisSheetTier(client, prefix)
-    return cache
+    builder = CountingBuilder(MarketStore(path), market_clock())
+    return FactsCache(builder, beta=beta, tier=RedisSheetTier(client, prefix))
 
 
 def builds(cache: FactsCache) -> int:

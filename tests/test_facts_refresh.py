@@ -14,6 +14,7 @@ import pytest
 from worthit.answer.answerer import Answerer
 from worthit.answer.facts_refresh import refresh_facts
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 
 from conftest import market_clock
 
@@ -21,7 +22,7 @@ from conftest import market_clock
 @pytest.fixture
 def answerer(small_market: Path, tmp_path: Path) -> Answerer:
     shutil.copy(small_market, tmp_path / "m.db")
-    answerer = Answerer(MarketStore(tmp_path / "m.db"), None, clock=market_clock())
+    answerer = build_answerer(MarketStore(tmp_path / "m.db"), None, clock=market_clock())
     answerer.warm(budget_s=60)
     return answerer
 

@@ -18,6 +18,7 @@ from worthit.answer.payload import answer_payload
 from worthit.explain.explainer import ExplanationRun
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 
 from conftest import market_clock
 from factories import make_stored
@@ -36,7 +37,7 @@ def market(small_market: Path, tmp_path: Path) -> Path:
 
 
 def answerer_over(market: Path, engine: Any, model: str = "m@1") -> Answerer:
-    return Answerer(
+    return build_answerer(
         MarketStore(market),
         engine,
         clock=market_clock(),

@@ -28,19 +28,15 @@ from worthit.answer.live import explain_live, needs_no_model, summary_explanatio
 from worthit.answer.metrics import AnswerMetrics
 from worthit.answer.run_memo import RunMemo
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
-from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider, Decision, DecisionStatus
-from worthit.decide.resolve import ProductResolver
 from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation, ExplanationRun
 from worthit.explain.keys import explanation_key
 from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, StoredExplanation
-from worthit.facts.builder import FactsBuilder
 from worthit.facts.cache import FactsCache
-from worthit.market.store import MarketStore
 from worthit.text.sentences import sentence_ends
-from worthit.text.time import Clock, iso, now_ms
+from worthit.text.time import iso, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -48,30 +44,26 @@ log = logging.getLogger(__name__)
 class Answerer:
     """Answers questions about one market.
 
-    `engine` None means template text only. `explanations` is the store of checked
-    explanations (None: every explanation is written live). `model` is the model file's
-    identity (`explain.keys.model_identity`), part of every stored explanation's key.
-    `audit` is the log every answer is appended to (None: none kept); `calibration` the
-    outcomes each verdict's confidence is calibrated on (None: answers carry none).
+    `decider` decides over the market (`Decider.for_store`). `engine` None means template
+    text only. `explanations` is the store of checked explanations (None: every
+    explanation is written live). `model` is the model file's identity
+    (`explain.keys.model_identity`), part of every stored explanation's key. `audit` is
+    the log every answer is appended to (None: none kept).
     """
 
     def __init__(
         self,
-        store: MarketStore,
+        decider: Decider,
         engine: EngineBackend | None,
         *,
-        clock: Clock = now_ms,
         explanations: ExplanationStore | None = None,
         model: str | None = None,
         metrics: AnswerMetrics | None = None,
         audit: AuditLog | None = None,
-        calibration: Calibration | None = None,
     ) -> None:
-        self.store = store
+        self.store = decider.store
         self.engine = engine
-        self.decider = Decider(
-            FactsCache(FactsBuilder(store, clock)), ProductResolver(store), calibration
-        )
+        self.decider = decider
         self.explanations = explanations
         self.model = model or (engine.model_id if engine is not None else "no-model")
         self.metrics = metrics or AnswerMetrics()

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from worthit.answer.answerer import Answerer
 from worthit.answer.events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.cli.engine_host import run_with_engine
@@ -36,6 +35,7 @@ from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 from worthit.text.time import fixed_clock, iso, now_ms
 
 EXIT_UNKNOWN = 3
@@ -94,7 +94,7 @@ def ask_command(
         raise
     # the server's calibration (Calibration.open); its feedback store is a SQLite file
     calibration = None if is_postgres(store.path) else Calibration.open(store.path)
-    answerer = Answerer(
+    answerer = build_answerer(
         store,
         engine,
         clock=now_ms if moment is None else fixed_clock(moment),

@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator, GeneratorStats
 from worthit.answer.generation import DEFAULT_TRIES
 from worthit.cli.engine_host import run_with_engine
@@ -22,6 +21,7 @@ from worthit.engine.runner import LlamaRunner
 from worthit.explain.keys import model_identity
 from worthit.explain.store import DEFAULT_CAPACITY, SqliteExplanationStore
 from worthit.market.store import MarketStore
+from worthit.service.build import build_answerer
 
 WARM_CONTEXT = 8192
 """KV cells for the batch of explanations in flight and the shared instructions' prefix."""
@@ -66,7 +66,9 @@ def explain_command(
         )  # alone on the machine: every core writes
         engine = Engine(LlamaRunner(model_path, config), config)
     explanations = SqliteExplanationStore(path, capacity)
-    answerer = Answerer(store, engine, explanations=explanations, model=model_identity(model_path))
+    answerer = build_answerer(
+        store, engine, explanations=explanations, model=model_identity(model_path)
+    )
     generator = ExplanationGenerator(answerer, parallel=parallel, tries=tries, method="warm")
     started = time.monotonic()
 

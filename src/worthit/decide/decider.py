@@ -20,11 +20,13 @@ from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.decide.verdict_cache import VerdictCache
-from worthit.facts.cache import FactsCache
+from worthit.facts.builder import FactsBuilder
+from worthit.facts.cache import FactsCache, SheetTier
 from worthit.facts.rankings import RankedItem, Rankings
 from worthit.facts.sheet import FactSheet
 from worthit.market.categories import BY_KEY, category_name
 from worthit.market.store import MarketStore
+from worthit.text.time import Clock, now_ms
 
 DEFAULT_TOP_N = 3
 MAX_TOP_N = 10
@@ -106,6 +108,22 @@ class Decider:
         """Verdicts of unchanged sheets, so a popular product costs a lookup."""
         self._parse = lru_cache(maxsize=INTENTS_KEPT)(parse_intent)
         """`parse_intent` reads the question alone, so a question asked again is a lookup."""
+
+    @classmethod
+    def for_store(
+        cls,
+        store: MarketStore,
+        clock: Clock = now_ms,
+        *,
+        calibration: Calibration | None = None,
+        live: bool = False,
+        tier: SheetTier | None = None,
+    ) -> Decider:
+        """The decider over `store` as of `clock`: its fact cache (`live`: the store is fed
+        by events, so old data counts against an answer; `tier`: the sheets shared with
+        other processes) and its product resolver."""
+        facts = FactsCache(FactsBuilder(store, clock), live=live, tier=tier)
+        return cls(facts, ProductResolver(store), calibration)
 
     @property
     def store(self) -> MarketStore:

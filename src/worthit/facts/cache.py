@@ -127,6 +127,7 @@ class FactsCache:
         capacity: int = 4096,
         *,
         live: bool = False,
+        tier: SheetTier | None = None,
         negative_ttl_s: float = 5.0,
         bloom_refresh_s: float = 60.0,
         beta: float = 1.0,
@@ -164,7 +165,9 @@ class FactsCache:
         self.bloom_rejects = 0
         self.coalesced = 0
         self.early_refreshes = 0
-        self.tier: SheetTier | None = None
+        self.tier = tier
+        """The sheets several processes share (Redis), asked before a build; None: this
+        process's own only."""
         self.tier_hits = 0
         self.warmed = 0
         self.refreshed = 0

@@ -1,22 +1,20 @@
 """`create_app`: the whole service, assembled from explicit parts.
 
 Routes, middleware, exception handlers and the lifespan are all given to the
-constructor; the state handlers share is one typed `ServiceState` (service/state.py).
-With a market (`settings.db_path`) the app serves the shopper's API, the page and the
-`worthit` chat model beside the engine's OpenAI-compatible API; without one, only the
-latter.
+constructor; the state handlers share is one typed `ServiceState` (service/state.py),
+and the market's parts in it are built by the composition root (service/build.py) when
+the app starts. With a market (`settings.db_path`) the app serves the shopper's API,
+the page and the `worthit` chat model beside the engine's OpenAI-compatible API; without
+one, only the latter.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,15 +23,9 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute
 
-from worthit.answer.answerer import Answerer
-from worthit.answer.background import ExplanationGenerator
-from worthit.answer.facts_refresh import refresh_facts
-from worthit.audit import AuditLog, AuditPaths
-from worthit.decide.calibration import Calibration
+from worthit.engine.backend import EngineBackend
 from worthit.engine.engine import Engine
 from worthit.engine.remote.router import Router
-from worthit.explain.keys import model_identity
-from worthit.explain.store import SqliteExplanationStore
 from worthit.http import (
     audit_api,
     decide_api,
@@ -59,7 +51,7 @@ from worthit.http.problems import (
 )
 from worthit.http.timing import ServerTimingMiddleware
 from worthit.market.store import MarketStore
-from worthit.service.event_service import start_events
+from worthit.service.build import open_service
 from worthit.service.settings import ServiceSettings
 from worthit.service.shared_state import SharedState
 from worthit.service.state import ServiceState
@@ -86,90 +78,40 @@ def create_app(
     store = MarketStore(settings.db_path) if settings.db_path is not None else None
     tenants = TenantStore(settings.db_path) if settings.auth and settings.db_path else None
     shared = SharedState(settings)
-    state = ServiceState(settings, store, tenants, shared.limiter, shared=shared)
+    state = ServiceState(settings, store, tenants, shared.limiter, shared)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        backend: EngineBackend
         if remote is not None:
             await remote.start()
-            state.remote = remote
+            state.remote = backend = remote
         elif engine is None:
             assert settings.model_path is not None
-            state.engine = Engine.from_gguf(settings.model_path, settings.engine_config)
+            state.engine = backend = Engine.from_gguf(settings.model_path, settings.engine_config)
         else:
             engine.start()
-            state.engine = engine
-        background: asyncio.Task[object] | None = None
-        refresher: asyncio.Task[None] | None = None
-        calibration: Calibration | None = None
-        if store is not None and settings.db_path is not None:
-            explanations = shared.explanation_store(
-                SqliteExplanationStore(
-                    settings.db_path, settings.explanation_capacity, settings.clock
-                ),
-                settings.explanation_capacity,
-            )
-            model = (
-                model_identity(settings.model_path)
-                if settings.model_path and remote is None
-                else None  # remote: the replicas' model id from /v1/models
-            )
-            if settings.audit:
-                state.audit = await asyncio.to_thread(
-                    AuditLog,
-                    settings.audit_db or AuditPaths.beside(Path(settings.db_path)).db,
-                    policy=settings.audit_policy,
-                    origin=settings.audit_origin,
-                )
-            calibration = Calibration.open(settings.db_path)
-            state.answerer = Answerer(
-                store,
-                state.engine or remote,
-                clock=settings.clock,
-                explanations=explanations,
-                model=model,
-                audit=state.audit,
-                calibration=calibration,
-            )
-            state.events = start_events(store, state.answerer, settings)
-            shared.attach(state.answerer, state.events.watches)
-            shared.start()
-            if settings.warm_s > 0:
-                started = time.monotonic()
-                built = await asyncio.to_thread(state.answerer.warm, settings.warm_s)
-                log.info("%d fact sheets built in %.1f s", built, time.monotonic() - started)
-            if settings.refresh_share > 0:
-                refresher = asyncio.create_task(
-                    refresh_facts(state.answerer, settings.refresh_share)
-                )
-            if settings.background:
-                state.generator = ExplanationGenerator(state.answerer)
-                background = asyncio.create_task(state.generator.run())
-        gc.freeze()  # what start-up built lives as long as the app: no collection scans it
-        thresholds = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
-        try:
-            yield
-        finally:
-            gc.set_threshold(*thresholds)
-            if state.events is not None:
-                await state.events.stop()
+            state.engine = backend = engine
+        market = (
+            open_service(settings, store, backend, shared, remote=remote is not None)
+            if store is not None
+            else contextlib.nullcontext()
+        )
+        async with market as service:
+            state.service = service
+            gc.freeze()  # what start-up built lives as long as the app: no collection scans it
+            thresholds = gc.get_threshold()
+            gc.set_threshold(*GC_THRESHOLDS)
+            try:
+                yield
+            finally:
+                gc.set_threshold(*thresholds)
+        if service is None:
             await shared.stop()
-            for task in (background, refresher):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-            if state.answerer is not None and state.answerer.explanations is not None:
-                state.answerer.explanations.close()
-            if calibration is not None:
-                calibration.close()
-            if state.audit is not None:
-                await asyncio.to_thread(state.audit.close)
-            if remote is not None:
-                await remote.aclose()
-            elif engine is None and state.engine is not None:
-                state.engine.close()
+        if remote is not None:
+            await remote.aclose()
+        elif engine is None and state.engine is not None:
+            state.engine.close()
 
     open_paths = (
         ALWAYS_OPEN

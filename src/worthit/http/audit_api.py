@@ -87,9 +87,9 @@ async def leaf(index: LeafIndex, request: Request, state: StateDep) -> dict[str,
 
 
 def _log(state: ServiceState) -> AuditLog:
-    if state.audit is None:
+    if state.service is None or state.service.audit is None:
         raise ProblemError(404, "No audit log", "this service keeps no audit log")
-    return state.audit
+    return state.service.audit
 
 
 def _checkpoint_size(log: AuditLog) -> int:

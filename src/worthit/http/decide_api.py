@@ -75,18 +75,18 @@ async def decide(request: Request) -> JSONResponse | EventStreamResponse:
     `verdict`, `token`…, `done` (or `error`); otherwise one JSON object."""
     body = await json_body(request, DecideRequest)
     state = state_of(request)
-    store, answerer = state.market()
+    service = state.market()
     as_of_ms = None
     if body.as_of is not None:
         try:
-            as_of_ms = answerer.decider.as_of(body.as_of)
+            as_of_ms = service.decider.as_of(body.as_of)
         except ValueError as exc:
             raise ProblemError(422, "Invalid request", f"body.as_of: {exc}", "body.as_of") from None
-    if body.sku is not None and not store.has_sku(body.sku):
+    if body.sku is not None and not service.store.has_sku(body.sku):
         raise ProblemError(404, "Unknown product", f"no product with sku {body.sku!r}", "sku")
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
     budget = await reserve_tokens_async(request, state.limiter, body.max_tokens)
-    events = answerer.ask(
+    events = service.answerer.ask(
         body.question,
         sku=body.sku,
         language=body.locale,

@@ -55,19 +55,18 @@ async def feedback(body: FeedbackRequest, request: Request, state: StateDep) -> 
     """Record what the shopper did after answer `request_id`: 201 the first time, 200
     with `duplicate: true` for the same outcome again, 409 for a different one (except
     `returned` after `bought`)."""
-    _, answerer = state.market()
-    calibration = answerer.decider.calibration
-    if state.audit is None or calibration is None:
+    service = state.market()
+    if service.audit is None:
         raise ProblemError(404, "No feedback", "this service keeps no audit log to check it on")
     tenant = tenant_name(request)
-    found = await asyncio.to_thread(_find, state.audit, body.request_id, tenant, body.leaf_index)
+    found = await asyncio.to_thread(_find, service.audit, body.request_id, tenant, body.leaf_index)
     if found is None:
         raise ProblemError(
             404, "Unknown request", f"no answer {body.request_id!r} of yours", "request_id"
         )
     try:
         recorded = await asyncio.to_thread(
-            _record, calibration, answerer.facts, found, body.outcome, tenant
+            _record, service.calibration, service.facts, found, body.outcome, tenant
         )
     except FeedbackConflictError as exc:
         raise ProblemError(

@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from worthit.audit import AuditLog
 from worthit.facts.cache import FactsCache
 from worthit.http.dependencies import StateDep
-from worthit.service.state import ServiceState
+from worthit.service.build import Service
 
 router = APIRouter(tags=["health"])
 
@@ -62,33 +62,30 @@ async def readyz(state: StateDep) -> JSONResponse:
     ready = not degraded
     if state.remote is not None and not state.remote.status().healthy:  # ready all the same
         degraded.append("no engine replica is healthy: explanations are template text")
-    if state.events is not None:
-        degraded += state.events.problems()
-    if state.shared is not None:
-        degraded += state.shared.problems()
+    service = state.service
+    if service is not None:
+        degraded += service.events.problems()
+    degraded += state.shared.problems()
     body: dict[str, Any] = {"ready": ready, "products": products, "degraded": degraded}
     if state.settings.worker is not None:
         body["worker"] = {"index": state.settings.worker, "pid": os.getpid()}
-    if state.answerer is not None:
-        body["facts"] = _facts(state.answerer.facts)
-    if state.answerer is not None and state.answerer.explanations is not None:
-        body["explanations"] = _explanations(state)
-    if state.events is not None:
-        body["events"] = state.events.status()
+    if service is not None:
+        body["facts"] = _facts(service.facts)
+        body["explanations"] = _explanations(service)
+        body["events"] = service.events.status()
     if state.remote is not None:
         body["engines"] = [asdict(r) for r in state.remote.status().replicas]
-    if state.shared is not None and state.shared.shared:
+    if state.shared.shared:
         body["shared"] = state.shared.status()
-    if state.audit is not None:
-        body["audit"] = _audit(state.audit)
+    if service is not None and service.audit is not None:
+        body["audit"] = _audit(service.audit)
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-def _explanations(state: ServiceState) -> dict[str, Any]:
+def _explanations(service: Service) -> dict[str, Any]:
     """How full the explanation store is: a cold store is slower text, not a fault."""
-    assert state.answerer is not None and state.answerer.explanations is not None
-    info: dict[str, Any] = {"stored": len(state.answerer.explanations)}
-    generator = state.generator
+    info: dict[str, Any] = {"stored": len(service.explanations)}
+    generator = service.generator
     if generator is not None:
         stats = generator.stats
         info |= {
@@ -136,6 +133,6 @@ def _audit(log: AuditLog) -> dict[str, Any]:
 async def metrics(state: StateDep) -> Response:
     engine = state.remote if state.remote is not None else state.running_engine()
     text = generate_latest(engine.metrics.registry)
-    if state.answerer is not None:
-        text += generate_latest(state.answerer.metrics.registry)
+    if state.service is not None:
+        text += generate_latest(state.service.metrics.registry)
     return Response(text, media_type=CONTENT_TYPE_LATEST)

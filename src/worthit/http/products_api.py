@@ -29,8 +29,7 @@ async def search_products(
     limit: Annotated[int, Query(ge=1, le=50)] = 8,
 ) -> dict[str, Any]:
     """Autocomplete over titles, brands and aliases, English and Chinese."""
-    store, _ = state.market()
-    hits = store.suggest(q, limit)
+    hits = state.market().store.suggest(q, limit)
     return {
         "items": [
             {
@@ -63,16 +62,16 @@ async def product_facts(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The fact sheet and the verdict computed from it; ETag is the facts version."""
-    _, answerer = state.market()
+    service = state.market()
     at_ms = None
     if as_of is not None:
         try:
-            at_ms = answerer.decider.as_of(as_of)
+            at_ms = service.decider.as_of(as_of)
         except ValueError as exc:
             raise ProblemError(
                 422, "Invalid request", f"query.as_of: {exc}", "query.as_of"
             ) from None
-    sheet = answerer.facts.get(sku, at_ms)
+    sheet = service.facts.get(sku, at_ms)
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
     etag = f'"{sheet.version}-{locale}"' if at_ms is None else f'"{sheet.version}-{locale}-{at_ms}"'
@@ -107,12 +106,12 @@ async def price_history(
     days: Annotated[int, Query(ge=1, le=3650)] = 180,
 ) -> dict[str, Any]:
     """Price points for the chart, with the all-time low and the 90-day average marked."""
-    store, answerer = state.market()
-    sheet = answerer.facts.get(sku)
+    service = state.market()
+    sheet = service.facts.get(sku)
     if sheet is None:
         raise ProblemError(404, "Unknown product", f"no product with sku {sku!r}", "sku")
-    now = answerer.facts.builder.clock()
-    points = store.prices(sku, since_ms=now - days * DAY_MS, until_ms=now)
+    now = service.facts.builder.clock()
+    points = service.store.prices(sku, since_ms=now - days * DAY_MS, until_ms=now)
     window = sheet.window(90)
     return {
         "sku": sku,

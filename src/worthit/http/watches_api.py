@@ -54,7 +54,7 @@ class WatchRequest(BaseModel):
 async def create_watch(body: WatchRequest, request: Request, state: StateDep) -> JSONResponse:
     """Arm a watch; a webhook watch's answer carries its signing secret, once."""
     service = watch_service(state)
-    store, _ = state.market()
+    store = state.market().store
     if body.condition is Condition.PRICE_AT_MOST and body.target is None:
         raise ProblemError(422, "Invalid request", "target: price_at_most needs one", "target")
     if body.condition is not Condition.PRICE_AT_MOST and body.target is not None:
@@ -175,6 +175,7 @@ def _tenant(request: Request) -> str:
 
 
 def watch_service(state: ServiceState) -> WatchService:
-    if state.events is None or state.events.watches is None:
+    watches = None if state.service is None else state.service.watches
+    if watches is None:
         raise ProblemError(503, "Not ready", "price watches are not running", None)
-    return state.events.watches
+    return watches

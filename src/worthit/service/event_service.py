@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from worthit.answer.answerer import Answerer
@@ -98,11 +98,16 @@ class EventService:
         ]
 
 
-def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettings) -> EventService:
+def start_events(
+    store: MarketStore,
+    answerer: Answerer,
+    settings: ServiceSettings,
+    *,
+    fanout: Callable[[str, dict[str, Any]], None] | None = None,
+) -> EventService:
     """Start the bus (on the running loop), the live simulator, the Redis consumer and the
     feed pollers when the settings ask for them; the simulator stamps its events with
-    `settings.clock`."""
-    answerer.facts.live = settings.freshness
+    `settings.clock`. `fanout` also hands fired watches to the other workers."""
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
     bus.subscribe(answerer.facts_restated, restated_only=True)
@@ -112,6 +117,7 @@ def start_events(store: MarketStore, answerer: Answerer, settings: ServiceSettin
         RetryPolicy(settings.watch_attempts, settings.watch_retry_s),
         allow_private=settings.watch_hooks_private or not settings.auth,
         poll_s=settings.watch_poll_s,
+        fanout=fanout,
     )
     bus.subscribe(watches.evaluator.changed)
     if settings.deliver_watches:

@@ -18,10 +18,10 @@ degraded.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from worthit.answer.answerer import Answerer
 from worthit.explain.redis_store import RedisExplanationStore
 from worthit.explain.store import ExplanationStore
 from worthit.facts.cache import FactsCache
@@ -45,7 +45,9 @@ def store_prefix(db_path: str | Path | None) -> str:
 
 
 class SharedState:
-    """Built with the app; `attach` and `start` once the lifespan has the answer flow."""
+    """Built with the app. The market's parts take what they share from it when they are
+    built (`fact_tier`, `watch_fanout`); `attach` subscribes them to what the other workers
+    publish, and `start` runs the subscriber."""
 
     def __init__(self, settings: ServiceSettings, *, prefix: str | None = None) -> None:
         self.url = settings.redis_url
@@ -79,22 +81,37 @@ class SharedState:
         )
         return self.explanations
 
-    def attach(self, answerer: Answerer, watches: WatchService | None) -> None:
-        """Put the shared tier behind `answerer`'s fact cache and fan `watches`'
-        notifications out; subscribe to what the other workers publish."""
+    def fact_tier(self) -> RedisSheetTier | None:
+        """The second tier of the market's fact cache (None: not shared); its evictions
+        are published to the other workers."""
+        if self.channels is None:
+            return None
+        if self.tier is None:
+            self.tier = RedisSheetTier(self._client, self.prefix, publish=self.channels.send)
+        return self.tier
+
+    def watch_fanout(self) -> Callable[[str, dict[str, Any]], None] | None:
+        """What hands a fired watch's notification to the other workers' streams (None:
+        not shared)."""
+        channels = self.channels
+        if channels is None:
+            return None
+        channel = self._watch_channel
+        return lambda tenant, body: channels.send(channel, {"tenant": tenant, "body": body})
+
+    def attach(self, facts: FactsCache, watches: WatchService | None) -> None:
+        """Subscribe `facts` to the other workers' evictions and `watches`' streams to the
+        notifications they fire."""
         if self.channels is None:
             return
-        channels = self.channels
-        facts = answerer.facts
-        self.tier = RedisSheetTier(self._client, self.prefix, publish=channels.send)
-        facts.tier = self.tier
-        channels.subscribe(self.tier.channel, lambda message: _evict(facts, message))
+        assert self.tier is not None, "the fact cache is built on fact_tier() first"
+        self.channels.subscribe(self.tier.channel, lambda message: _evict(facts, message))
         if watches is not None:
-            channel = self.prefix + "watches"
-            watches.fanout = lambda tenant, body: channels.send(
-                channel, {"tenant": tenant, "body": body}
-            )
-            channels.subscribe(channel, lambda message: _deliver(watches, message))
+            self.channels.subscribe(self._watch_channel, lambda message: _deliver(watches, message))
+
+    @property
+    def _watch_channel(self) -> str:
+        return self.prefix + "watches"
 
     def start(self) -> None:
         """On the running loop: the subscriber and the sender."""

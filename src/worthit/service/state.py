@@ -1,21 +1,19 @@
 """The service's state as one typed object, which handlers reach through a dependency
 (http/dependencies.py).
 
-`create_app` builds it; the lifespan fills in what exists only once the app runs (the
-engine, loaded then, and the answer flow over it).
+`create_app` builds what the middleware needs before the app runs (the store, tenants,
+limiter, what workers share); the lifespan adds the engine, loaded then, and the
+market's parts over it, built at once by the composition root (service/build.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from worthit.answer.answerer import Answerer
-from worthit.answer.background import ExplanationGenerator
-from worthit.audit import AuditLog
 from worthit.engine.engine import Engine
 from worthit.engine.remote.router import Router
 from worthit.market.store import MarketStore
-from worthit.service.event_service import EventService
+from worthit.service.build import Service
 from worthit.service.ratelimit import Limiter
 from worthit.service.settings import ServiceSettings
 from worthit.service.shared_state import SharedState
@@ -34,25 +32,20 @@ class ServiceState:
     tenants: TenantStore | None
     """None when auth is off (the demo)."""
     limiter: Limiter
-    engine: Engine | None = None
-    answerer: Answerer | None = None
-    generator: ExplanationGenerator | None = None
-    """Writes explanations in the engine's idle time (None: off, or no market)."""
-    audit: AuditLog | None = None
-    """The log every answer is appended to (None: no market, or off in the settings)."""
-    events: EventService | None = None
-    """The event bus and the live simulator feeding it (None: no market)."""
-    shared: SharedState | None = None
+    shared: SharedState
     """What this process shares with the other workers through Redis (`--redis`)."""
+    engine: Engine | None = None
     remote: Router | None = None
     """The engine replicas `worthit serve --engine URL` routes to (no local engine then)."""
+    service: Service | None = None
+    """The market's parts (None: the engine alone, or not started yet)."""
 
     def running_engine(self) -> Engine:
         if self.engine is None:
             raise NotStartedError("the engine is not loaded yet")
         return self.engine
 
-    def market(self) -> tuple[MarketStore, Answerer]:
-        if self.store is None or self.answerer is None:
+    def market(self) -> Service:
+        if self.service is None:
             raise NotStartedError("this service has no market")
-        return self.store, self.answerer
+        return self.service

@@ -353,13 +353,14 @@ class WatchService:
         *,
         allow_private: bool,
         poll_s: float | None = None,
+        fanout: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.store = store
         self.allow_private = allow_private
         self.streams = WatchStreams()
         self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private, poll_s=poll_s)
         self.evaluator = WatchEvaluator(store, facts, self._notify)
-        self.fanout: Callable[[str, dict[str, Any]], None] | None = None
+        self.fanout = fanout
         """Also hands each notification to the other workers' streams (service/shared_state.py,
         over Redis); this process's own streams get it directly first."""
 

@@ -46,7 +46,7 @@ DEFAULT_MAX_TOKENS = 256
 @router.get("/v1/models")
 async def models(state: StateDep) -> dict[str, Any]:
     ids = [_engine(state).model_id]
-    if state.answerer is not None:
+    if state.service is not None:
         ids.insert(0, MODEL_ID)
     return {
         "object": "list",
@@ -63,7 +63,7 @@ async def chat_completions(
 ) -> JSONResponse | StreamingResponse:
     priority = request_priority(request, body.priority)
     asked = body.max_completion_tokens or body.max_tokens
-    if body.model == MODEL_ID and state.answerer is not None:
+    if body.model == MODEL_ID and state.service is not None:
         budget = await reserve_tokens_async(
             request, state.limiter, min(asked or 64, MAX_EXPLANATION_TOKENS)
         )

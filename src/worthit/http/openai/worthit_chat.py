@@ -45,7 +45,7 @@ async def worthit_chat(
         budget.settle(0)
         return error_response(400, "messages: no user message to answer", "invalid_request_error",
                               "messages")  # fmt: skip
-    _, answerer = state.market()
+    answerer = state.market().answerer
     deadline_ms = body.deadline_ms or state.settings.default_deadline_ms
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     events = answerer.ask(
