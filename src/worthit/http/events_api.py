@@ -139,6 +139,6 @@ async def events_schema() -> JSONResponse:
 
 
 def event_service(state: ServiceState) -> EventService:
-    if state.events is None:
+    if state.service is None:
         raise ProblemError(503, "Not ready", "the event bus is not running", None)
-    return state.events
+    return state.service.events
