@@ -86,21 +86,38 @@ def names_of(hit: SearchHit, known: dict[str, Analysed] | None = None) -> tuple[
     """Title, SKU, brand, each alias, and the brand before each Latin alias that lacks
     it, so "Kestrel Q5" is a whole name of the product whose aliases say "Q5". `known`
     holds names analysed before (a catalogue repeats its brands and model codes)."""
-    labels = [hit.sku, hit.brand, *hit.aliases]
-    brand = hit.brand.casefold()
-    if brand:
-        labels += [
-            f"{hit.brand} {a}" for a in hit.aliases if a.isascii() and brand not in a.casefold()
-        ]
     known = {} if known is None else known
-    names = []
-    for i, text in enumerate([hit.title, *dict.fromkeys(labels)]):
-        analysed = known.get(text)
-        if analysed is None:
-            analysed = known[text] = analyse(text)
-        if analysed.positions:
-            names.append(Name(analysed, i == 0))
-    return tuple(names)
+
+    def analysed(text: str) -> Analysed:
+        found = known.get(text)
+        if found is None:
+            found = known[text] = analyse(text)
+        return found
+
+    names = [Name(analyse(hit.title), True)]
+    sku = hit.sku.casefold()
+    names.append(Name(Analysed((sku,), (False,), ()) if sku.isalnum() else analyse(sku), False))
+    brand = analysed(hit.brand) if hit.brand else None
+    if brand is not None:
+        names.append(Name(brand, False))
+    folded = hit.brand.casefold()
+    for alias in dict.fromkeys(hit.aliases):
+        names.append(Name(analysed(alias), False))
+        if brand is not None and alias.isascii() and folded not in alias.casefold():
+            names.append(Name(_joined(brand, analysed(alias)), False))
+    return tuple(name for name in names if name.analysed.positions)
+
+
+def _joined(first: Analysed, second: Analysed) -> Analysed:
+    """The analysis of "first second", from the two analyses (it is built for every
+    product's brand and each of its model codes, so it is not analysed again)."""
+    shift = len(first.positions)
+    joins = [*first.joins, *(Term(j.text, j.start + shift, j.end + shift) for j in second.joins)]
+    if first.positions and second.positions:
+        left, right = first.positions[-1], second.positions[0]
+        if not (first.cjk[-1] or second.cjk[0]) and right[0].isdigit() and left.isalpha():
+            joins.append(Term(left + right, shift - 1, shift + 1))
+    return Analysed(first.positions + second.positions, first.cjk + second.cjk, tuple(joins))
 
 
 def entry_of(hit: SearchHit, popularity: int, known: dict[str, Analysed] | None = None) -> Entry:

@@ -95,9 +95,12 @@ def analyse(text: str) -> Analysed:
         else:
             positions.append(word)
             cjk.append(False)
+    hyphenated = {join.start for join in joins if join.end - join.start == 2}
     for i in range(len(positions) - 1):
         left, right = positions[i], positions[i + 1]
-        if not (cjk[i] or cjk[i + 1]) and right[0].isdigit() and left.isalpha():
+        if i in hyphenated or cjk[i] or cjk[i + 1]:
+            continue
+        if right[0].isdigit() and left.isalpha():
             joins.append(Term(left + right, i, i + 2))  # "NC 700" is also "nc700"
     return Analysed(tuple(positions), tuple(cjk), tuple(joins))
 
