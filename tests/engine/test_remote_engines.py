@@ -1,14 +1,19 @@
 """Remote engines over the OpenAI wire: two real `worthit engine serve` replicas (one more
-killed mid-stream), a real llama_cpp.server, and `worthit serve --engine URL` in front.
+killed mid-stream), a real llama_cpp.server, doubles of vLLM and SGLang speaking their
+documented wire (wire_doubles.py: they need a GPU this machine lacks), and `worthit
+serve --engine URL` in front of each with the background generator on.
 
 Every answer must end in an explanation whatever a replica does: a refusal is the same
 fallback as in process, a dead replica is the template and an ejection, never a lost
-answer.
+answer. Where the peer is healthy the explanation is the model's: its text, or, when
+the checker refuses the bare 135M model's words, a checker's code with the model's
+tokens counted, never an engine's failure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -42,6 +48,24 @@ pytestmark = pytest.mark.slow
 __all__ = ["model_path"]
 
 PRODUCTS = [f"Aurora NC{700 + 10 * i} Headphones" for i in range(20)]
+NOT_THE_MODELS = frozenset({"engine_error", "engine_abort", "deadline_expired",
+                            "deadline_passed", "no_model", "EngineClosedError",
+                            "PromptTooLongError"})  # fmt: skip
+"""Fallbacks that say the peer did not write (failed, cut off, refused, never asked)."""
+DOUBLES = Path(__file__).with_name("wire_doubles.py")
+
+
+def assert_the_model_wrote(source: str | None, fallback: str | None, tokens: int) -> None:
+    """The peer's completion arrived: the model's text, or the checker's refusal of it
+    (a checker code), with its tokens counted; never an engine failure or refusal."""
+    assert tokens > 0, (source, fallback)
+    if source != "llm":
+        assert fallback and fallback not in NOT_THE_MODELS, fallback
+        assert not fallback.startswith("refused_"), fallback
+
+
+def model_wrote(final: Explanation) -> None:
+    assert_the_model_wrote(final.source, final.fallback_reason, final.tokens["completion"])
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +217,7 @@ def test_a_worthit_replica_continues_the_answer_and_reports_its_tokens(
             await engine.aclose()
 
     final, closed_prompt, continued_prompt = asyncio.run(main())
-    assert final.source == "llm" or final.fallback_reason
-    assert final.tokens["completion"] > 0
+    model_wrote(final)
     assert 0 < continued_prompt < closed_prompt  # no end-of-turn, no second assistant header
 
 
@@ -235,7 +258,8 @@ def test_the_router_keeps_each_products_prompts_on_one_replica(
     homes, finals, healthy = asyncio.run(main())
     assert all(len(home) == 1 for home in homes.values())
     assert {url for home in homes.values() for url in home} == {r.url for r in replicas}
-    assert all(f.tokens["completion"] > 0 for f in finals)
+    for final in finals:
+        model_wrote(final)
     assert healthy == 2
 
 
@@ -264,8 +288,11 @@ def test_a_replica_killed_mid_stream_costs_no_answer_and_is_ejected(
                 doomed.kill()
                 rest = [d async for d in raw]
                 assert rest[-1].finish_reason is FinishReason.ERROR
-                for final in await asyncio.gather(*answers):  # none lost
-                    assert final.source == "llm" or final.fallback_reason
+                for final in await asyncio.gather(*answers):  # none lost, each named
+                    if final.fallback_reason in NOT_THE_MODELS:
+                        assert final.fallback_reason == "engine_error"  # on the dead one
+                    else:
+                        model_wrote(final)
                 await until(lambda: not router.status().replicas[1].healthy)
                 status = {r.url: r for r in router.status().replicas}
                 assert status[doomed.url].ejections == 1 and status[replicas[1].url].healthy
@@ -277,8 +304,8 @@ def test_a_replica_killed_mid_stream_costs_no_answer_and_is_ejected(
                                 replica=doomed.url, finish_reason="error")  # fmt: skip
                 assert errors is not None and errors >= 1
                 after = await asyncio.gather(*(explained(router, t) for t in on_doomed[:3]))
-                assert all(f.fallback_reason != "engine_error" for f in after)
-                assert all(f.tokens["completion"] > 0 for f in after)  # the survivor wrote them
+                for final in after:  # the survivor wrote them
+                    model_wrote(final)
                 await asyncio.sleep(0.5)  # probes of a dead replica keep it out
                 assert not router.status().replicas[1].healthy
             finally:
@@ -315,41 +342,85 @@ def test_llama_cpp_server_writes_the_same_continuation_as_a_worthit_replica(
 
     wire, final, theirs, ours = asyncio.run(main())
     assert wire is Wire.COMPLETIONS
-    assert final.source == "llm" or final.fallback_reason
-    assert final.tokens["completion"] > 0  # counted a chunk a token: it streams no usage
+    model_wrote(final)  # tokens counted a chunk a token: it streams no usage
     assert theirs.split()[:3] == ours.split()[:3] and theirs.strip()
+
+
+class Served:
+    """A `worthit serve --demo --engine URL…` child process, the background generator on."""
+
+    def __init__(self, market: Path, engines: list[str]) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
+             "--port", str(self.port), "--background", "--live-rate", "0", "--warm-s", "1",
+             *(arg for url in engines for arg in ("--engine", url))],
+            stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        self.stderr = ""
+
+    def ready(self, within_s: float = 120) -> dict[str, Any]:
+        give_up = time.monotonic() + within_s
+        while True:
+            try:
+                ready = httpx.get(self.base + "/readyz", timeout=10)
+                if ready.status_code == 200:
+                    return dict(ready.json())
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                raise AssertionError(f"worthit serve exited: {self.process.communicate()[1]}")
+            assert time.monotonic() < give_up, "worthit serve is not ready"
+            time.sleep(0.2)
+
+    def until_sent(self, within_s: float = 120) -> None:
+        """Until the background generator has a request at a replica: shoppers now meet it."""
+        give_up = time.monotonic() + within_s
+        while sum(e["in_flight"] for e in self.ready()["engines"]) == 0:
+            assert time.monotonic() < give_up, "the background generator sent nothing"
+            time.sleep(0.1)
+
+    def decide(self, question: str = "Is the Aurora NC700 worth buying?") -> dict[str, Any]:
+        asked = {"question": question, "deadline_ms": 30000}
+        answer = httpx.post(self.base + "/v1/decide", json=asked, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        _, self.stderr = self.process.communicate(timeout=60)
+        assert self.process.returncode == 0, self.stderr
+
+
+@contextlib.contextmanager
+def served(small_market: Path, tmp_path: Path, engines: list[str]) -> Iterator[Served]:
+    market = tmp_path / "market.db"
+    shutil.copy(small_market, market)
+    server = Served(market, engines)
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.stop()
+
+
+def answered_by_the_model(answer: dict[str, Any]) -> None:
+    assert answer["explanation"]
+    assert_the_model_wrote(
+        answer["explanation_source"], answer.get("fallback_reason"),
+        answer["tokens"].get("completion", 0),
+    )  # fmt: skip
 
 
 def test_worthit_serve_with_remote_engines_answers_over_http(
     replicas: tuple[Replica, Replica], small_market: Path, tmp_path: Path
 ) -> None:
-    market = tmp_path / "market.db"
-    shutil.copy(small_market, market)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
-         "--port", str(port), "--no-background", "--live-rate", "0",
-         "--engine", replicas[0].url, "--engine", replicas[1].url],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        give_up = time.monotonic() + 120
-        while True:
-            try:
-                ready = httpx.get(base + "/readyz", timeout=10)
-                if ready.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None and time.monotonic() < give_up
-            time.sleep(0.2)
-        engines = ready.json()["engines"]
-        answer = httpx.post(
-            base + "/v1/decide",
-            json={"question": "Is the Aurora NC700 worth buying?", "deadline_ms": 30000},
-            timeout=60,
-        ).json()
+    with served(small_market, tmp_path, [r.url for r in replicas]) as server:
+        engines = server.ready()["engines"]
+        server.until_sent()
+        answer = server.decide()
+        base = server.base
         models = httpx.get(base + "/v1/models", timeout=10).json()
         chat = {"model": models["data"][1]["id"], "max_tokens": 4,
                 "messages": [{"role": "user", "content": "Is it worth buying?"}]}  # fmt: skip
@@ -358,20 +429,104 @@ def test_worthit_serve_with_remote_engines_answers_over_http(
             base + "/v1/chat/completions", json=chat | {"deadline_ms": 1}, timeout=60
         )
         metrics = httpx.get(base + "/metrics", timeout=10).text
-    finally:
-        server.send_signal(signal.SIGINT)
-        _, stderr = server.communicate(timeout=60)
-    assert server.returncode == 0, stderr
+        server.stop()
     assert [e["healthy"] for e in engines] == [True, True]
-    assert answer["explanation_source"] == "llm" or answer["fallback_reason"], json.dumps(answer)
-    assert answer["explanation"]
+    assert [e["concurrency"] for e in engines] == [None, None]  # a worthit replica batches
+    answered_by_the_model(answer)
     assert [m["id"] for m in models["data"]] == ["worthit", "SmolLM2-135M-Instruct.Q4_1.gguf"]
-    assert f"engines {replicas[0].url}" in stderr
+    assert f"engines {replicas[0].url}" in server.stderr
     assert proxied["usage"]["completion_tokens"] > 0  # plain chat goes on to a replica
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "deadline_unmeetable"
     for replica in replicas:  # the router's replicas, not an engine's
         assert sample(metrics, "worthit_replica_up", replica=replica.url) == 1
         assert sample(metrics, "worthit_replica_ejections_total", replica=replica.url) == 0
+        errors = sample(metrics, "worthit_replica_requests_finished_total",
+                        replica=replica.url, finish_reason="error")  # fmt: skip
+        assert not errors
     assert sample(metrics, "worthit_replica_time_to_first_token_seconds_count")
     assert sample(metrics, "worthit_replica_requests_finished_total")
+
+
+def test_worthit_serve_in_front_of_llama_cpp_server_with_the_background_generator_on(
+    llama_cpp: Replica, small_market: Path, tmp_path: Path
+) -> None:
+    """llama_cpp.server ends its running stream, `[DONE]` and no finish_reason, when any
+    other request arrives (its `interrupt_requests`), a GET /v1/models too. Before, the
+    background generator's requests, the router's probes and a shopper's cut each other
+    off: every explanation ended engine_error and the replica was ejected. Now it is sent
+    one request at a time (learnt from its `owned_by`), a shopper's first, and the probe
+    waits while it is busy."""
+    with served(small_market, tmp_path, [llama_cpp.url]) as server:
+        server.until_sent()
+        answers = [server.decide(), server.decide("Is the Kestrel Q5 worth buying?")]
+        engines = server.ready()["engines"]
+        metrics = httpx.get(server.base + "/metrics", timeout=10).text
+        server.stop()
+    for answer in answers:
+        answered_by_the_model(answer)
+    (engine,) = engines
+    assert (engine["wire"], engine["concurrency"]) == ("completions", 1)
+    assert engine["healthy"] and engine["ejections"] == 0 and engine["failures"] == 0
+    errors = sample(metrics, "worthit_replica_requests_finished_total",
+                    replica=llama_cpp.url, finish_reason="error")  # fmt: skip
+    assert not errors
+    # what llama_cpp.server logs when it interrupts a stream for a newer request
+    assert "ASGI callable returned without completing response" not in llama_cpp.log.read_text()
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_worthit_serve_reads_the_vllm_and_sglang_wire(
+    kind: str, small_market: Path, tmp_path: Path
+) -> None:
+    """Doubles of vLLM and SGLang (their documented SSE wire, wire_doubles.py): the chat
+    request continues the answer's start, carries none of worthit's own fields, and the
+    usage chunk they send last is what counts the tokens; no limit on what they are sent."""
+    log = tmp_path / f"{kind}.jsonl"
+    port = free_port()
+    double = Replica([sys.executable, str(DOUBLES), kind, str(port), str(log)], port,
+                     tmp_path / f"{kind}.out")  # fmt: skip
+    double.start().wait_ready(within_s=60)
+    try:
+        with served(small_market, tmp_path, [double.url]) as server:
+            server.until_sent()
+            answer = server.decide()
+            (engine,) = server.ready()["engines"]
+            server.stop()
+    finally:
+        double.stop()
+    answered_by_the_model(answer)
+    assert answer["tokens"]["completion"] == 8  # the double's usage, not a count of chunks
+    assert answer["fallback_reason"]  # its fixed words are no explanation the checker keeps
+    assert (engine["wire"], engine["concurrency"], engine["healthy"]) == ("chat", None, True)
+    bodies = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(bodies) >= 2  # the background generator's and the shopper's
+    for body in bodies:
+        assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+        assert body["messages"][-1]["role"] == "assistant"
+        assert body["stream_options"] == {"include_usage": True}
+        assert not {"priority", "deadline_ms", "deadline_policy"} & set(body)
+
+
+def test_llama_server_says_how_many_requests_it_runs_at_once(tmp_path: Path) -> None:
+    """llama-server (not installed here) answers its slot count at GET /props; an
+    explicit `?concurrency=N` wins over what a replica says."""
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path == "/props":
+            return httpx.Response(200, json={"total_slots": 3})
+        return httpx.Response(200, json={"data": [{"id": "m", "owned_by": "llamacpp"}]})
+
+    async def main() -> tuple[int | None, int | None]:
+        found, stated = (
+            RemoteEngine(url, client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+            for url in ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1?concurrency=1")
+        )
+        await found.connect()
+        await stated.connect()
+        return found.slots.limit, stated.slots.limit
+
+    assert asyncio.run(main()) == (3, 1)
+    assert seen == ["/v1/models", "/props", "/v1/models"]

@@ -47,6 +47,10 @@ class ReplicaStatus:
     """The measured pace (moving averages) that maps a deadline to max_tokens for
     servers that take no deadline: time to first token, then per token."""
     token_s: float
+    concurrency: int | None = None
+    """Requests it is sent at once (None: no limit; engine/remote/slots.py)."""
+    waiting: int = 0
+    """Requests waiting here for one of those slots."""
 
 
 @dataclass(frozen=True)

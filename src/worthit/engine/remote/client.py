@@ -14,8 +14,18 @@ Which wire a replica gets is read from its `GET /v1/models` (`owned_by`):
 * llama_cpp.server (`owned_by: "me"`): its chat handler always closes the last message
   and opens a new assistant turn, so it cannot continue an answer; it gets
   `/v1/completions` with the prompt rendered here by worthit's chat template (ChatML
-  unless told otherwise: SmolLM2's and Qwen's). It streams no usage: completion tokens
-  are counted one a chunk, as it sends them.
+  unless told otherwise: SmolLM2's and Qwen's), and a deadline becomes `max_tokens` as
+  for the chat servers. It streams no usage: completion tokens are counted one a chunk,
+  as it sends them.
+
+Concurrency (slots.py): how many requests a replica is sent at once. llama_cpp.server
+runs one at a time and, by default, ends the running stream when any other request
+arrives (`[DONE]` with no finish_reason), so it gets one; llama-server (`owned_by:
+"llamacpp"`) gets its `total_slots` from `GET /props`; the others batch and get no limit.
+`?concurrency=N` on the base URL says it outright (`--engine URL?concurrency=1`). While a
+one-at-a-time replica is busy its probe waits: its requests report its health. A stream
+a peer ends with `[DONE]` and no finish_reason was interrupted by some other client's
+request: "abort", not a failure of the replica.
 
 Every wire carries the tenant as OpenAI's `user` (the end user's id, which vLLM, SGLang,
 llama-server and llama_cpp.server accept): a worthit replica shares itself fairly between
@@ -38,6 +48,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import httpx
 import orjson
@@ -45,6 +56,7 @@ from httpx_sse import EventSource
 
 from worthit.engine.chat import CHATML, ChatMessage, ChatTemplate
 from worthit.engine.errors import AdmissionRefusedError, EngineError, PromptTooLongError
+from worthit.engine.remote.slots import Slot, Slots
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
 from worthit.engine.streams import Completion, Delta
 
@@ -66,6 +78,25 @@ class Wire(enum.StrEnum):
 
 OWNERS = {"worthit": Wire.WORTHIT, "me": Wire.COMPLETIONS}
 """`owned_by` in /v1/models → wire; anything else speaks OpenAI chat."""
+LLAMA_CPP_PYTHON = "me"
+"""llama_cpp.server's `owned_by`: one request at a time, a new one interrupts it."""
+LLAMA_SERVER = "llamacpp"
+"""llama-server's `owned_by`: `GET /props` says how many slots it runs at once."""
+
+
+def engine_address(url: str) -> tuple[str, int | None]:
+    """`--engine URL` → its OpenAI base URL and the concurrency its `?concurrency=N`
+    states (None: learnt from the replica). ValueError names what is wrong."""
+    parts = urlsplit(url)
+    concurrency: int | None = None
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name != "concurrency":
+            raise ValueError(f"unknown engine option {name!r} (known: concurrency)")
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"concurrency must be a whole number >= 1, not {value!r}")
+        concurrency = int(value)
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
+    return base, concurrency
 
 
 @dataclass(frozen=True)
@@ -79,8 +110,12 @@ class RemoteTimeouts:
     probe_s: float = 2.0
     """A health probe's whole budget."""
 
-    def for_request(self, priority: Priority) -> httpx.Timeout:
+    def for_request(self, priority: Priority, left_s: float | None = None) -> httpx.Timeout:
+        """A live request's silence may last as long as its deadline allows (`left_s`,
+        which ends it in time anyway): a long prompt's prefill is silence too."""
         read = self.background_read_s if priority.is_background else self.read_s
+        if left_s is not None:
+            read = max(read, left_s + self.grace_s)
         return httpx.Timeout(read, connect=self.connect_s)
 
     grace_s: float = 0.5
@@ -142,8 +177,12 @@ class RemoteEngine:
         timeouts: RemoteTimeouts | None = None,
         template: ChatTemplate | None = None,
         client: httpx.AsyncClient | None = None,
+        concurrency: int | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url, stated = engine_address(base_url)
+        self.stated_concurrency = concurrency if concurrency is not None else stated
+        """Requests at once as configured (None: as the replica's kind says, `connect`)."""
+        self.slots = Slots(self.stated_concurrency)
         self.timeouts = timeouts or RemoteTimeouts()
         self.template = template or ChatTemplate(CHATML)
         self.model_id = ""
@@ -176,12 +215,35 @@ class RemoteEngine:
             self.model_id = str(first["id"])
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise EngineUnavailableError(f"{self.base_url}/models: {exc!r}") from None
-        self.wire = OWNERS.get(str(first.get("owned_by", "")), Wire.CHAT)
+        owner = str(first.get("owned_by", ""))
+        self.wire = OWNERS.get(owner, Wire.CHAT)
+        if self.stated_concurrency is None:
+            self.slots.limit = await self._learn_concurrency(owner)
         self.connected = True
         return self.model_id
 
+    async def _learn_concurrency(self, owner: str) -> int | None:
+        """How many requests the replica's kind runs at once; None: it batches and queues."""
+        if owner == LLAMA_CPP_PYTHON:
+            return 1
+        if owner != LLAMA_SERVER:
+            return None
+        try:
+            props = await self._client.get(
+                self.base_url.removesuffix("/v1") + "/props", timeout=self.timeouts.probe_s
+            )
+            slots = props.json().get("total_slots")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return slots if isinstance(slots, int) and slots >= 1 else None
+
     async def probe(self) -> bool:
-        """A health check: the model list answers with the model we route for."""
+        """A health check: the model list answers with the model we route for. It takes
+        a slot like a request (a GET interrupts llama_cpp.server's running stream), and
+        is skipped while none is free: the requests holding them report the health."""
+        slot = self.slots.try_acquire()
+        if slot is None:
+            return not self.health.ejected
         try:
             response = await self._client.get(
                 f"{self.base_url}/models", timeout=self.timeouts.probe_s
@@ -191,6 +253,8 @@ class RemoteEngine:
             )
         except (httpx.HTTPError, ValueError, AttributeError):
             ok = False
+        finally:
+            slot.release()
         self.health.record(ok)
         return ok
 
@@ -241,7 +305,8 @@ class RemoteEngine:
         )  # fmt: skip
         return RemoteStream(request, list(targets))
 
-    def _body(self, request: _Request) -> tuple[str, dict[str, Any]]:
+    def _body(self, request: _Request, left_s: float | None) -> tuple[str, dict[str, Any]]:
+        """The request's path and body; `left_s` is what is left of its deadline now."""
         params = request.params
         body: dict[str, Any] = {
             "model": self.model_id,
@@ -259,6 +324,8 @@ class RemoteEngine:
             body["stop"] = list(params.stop)
         if request.tenant is not None:
             body["user"] = request.tenant
+        if self.wire is not Wire.WORTHIT and left_s is not None:
+            body["max_tokens"] = min(params.max_tokens, self.pace.tokens_by(left_s))
         if self.wire is Wire.COMPLETIONS:
             body["prompt"] = self.template.render(request.messages) + request.answer_prefix
             return "/completions", body
@@ -270,10 +337,8 @@ class RemoteEngine:
         if self.wire is Wire.WORTHIT:
             body["priority"] = request.priority.name.lower()
             body["deadline_policy"] = "sentence"
-            if request.deadline_s is not None:
-                body["deadline_ms"] = max(1, round(request.deadline_s * 1000))
-        elif request.deadline_s is not None:
-            body["max_tokens"] = min(params.max_tokens, self.pace.tokens_by(request.deadline_s))
+            if left_s is not None:
+                body["deadline_ms"] = max(1, round(left_s * 1000))
         return "/chat/completions", body
 
 
@@ -291,6 +356,10 @@ class _ReplicaFailedError(Exception):
     """The replica failed this request (it counts against the replica's health)."""
 
 
+class _PreemptedError(Exception):
+    """A live request took this background request's slot."""
+
+
 class RemoteStream:
     """A `TokenStream` over one HTTP response. A refusal or a prompt too long is raised
     from the first read; any other failure is the last delta, finish_reason "error"."""
@@ -303,10 +372,13 @@ class RemoteStream:
         self._request = request
         self._targets = targets
         self._started = time.monotonic()
+        self._sent = self._started
+        """When the request left: after the wait for a slot on a replica that limits them."""
         self._deadline = None if request.deadline_s is None else self._started + request.deadline_s
         self._events: AsyncGenerator[Delta, None] | None = None
         self._done = False
         self._closing: set[asyncio.Task[None]] = set()
+        self._slot: Slot | None = None
         targets[0].in_flight += 1
 
     def __aiter__(self) -> RemoteStream:
@@ -338,6 +410,8 @@ class RemoteStream:
             closing.add_done_callback(self._closing.discard)
 
     def _end(self, finish: FinishReason | None) -> None:
+        if self._slot is not None:
+            self._slot.release()
         if not self._done:
             self._done = True
             done = self.completion
@@ -349,7 +423,16 @@ class RemoteStream:
                 self.replica.in_flight -= 1
                 replica.in_flight += 1
                 self.replica = replica
-            path, body = replica._body(self._request)
+            if self._slot is not None:
+                self._slot.release()
+            self._slot = await self._take_slot(replica)
+            if self._slot is None:  # the deadline passed while the replica was busy
+                self.completion = self._completion("", FinishReason.EXPIRED, {}, {}, 0, None)
+                yield Delta(self.request_id, "", (), FinishReason.EXPIRED)
+                return
+            self._sent = time.monotonic()
+            left = None if self._deadline is None else max(0.001, self._deadline - self._sent)
+            path, body = replica._body(self._request, left)
             http = replica._client
             try:
                 request = http.build_request(
@@ -357,7 +440,7 @@ class RemoteStream:
                     replica.base_url + path,
                     content=orjson.dumps(body),
                     headers={"content-type": "application/json"},
-                    timeout=replica.timeouts.for_request(self._request.priority),
+                    timeout=replica.timeouts.for_request(self._request.priority, left),
                 )
                 response = await http.send(request, stream=True)
             except CONNECT_ERRORS as exc:
@@ -384,6 +467,17 @@ class RemoteStream:
                 await response.aclose()
             return
 
+    async def _take_slot(self, replica: RemoteEngine) -> Slot | None:
+        """A slot on `replica` (at once unless its concurrency is known and used up);
+        None when the deadline passes first."""
+        taking = replica.slots.acquire(self._request.priority)
+        if self._deadline is None:
+            return await taking
+        try:
+            return await asyncio.wait_for(taking, max(0.0, self._deadline - time.monotonic()))
+        except TimeoutError:
+            return None
+
     async def _read(
         self, replica: RemoteEngine, response: httpx.Response
     ) -> AsyncGenerator[Delta, None]:
@@ -406,9 +500,16 @@ class RemoteStream:
             except TimeoutError:
                 finish = FinishReason.DEADLINE if text else FinishReason.EXPIRED
                 break
+            except _PreemptedError:
+                finish = FinishReason.ABORT
+                break
             except httpx.HTTPError as exc:
                 raise _ReplicaFailedError(repr(exc)) from None
             if event.data.strip() == "[DONE]":
+                if finish is None:  # cut off for another client's request: alive
+                    log.warning("engine %s interrupted a request (another client's "
+                                "request arrived)", replica.base_url)  # fmt: skip
+                    finish = FinishReason.ABORT
                 break
             try:
                 data = orjson.loads(event.data)
@@ -432,16 +533,39 @@ class RemoteStream:
             raise _ReplicaFailedError("the stream ended without a finish_reason")
         replica.health.record(True)
         self.completion = self._completion("".join(text), finish, usage, evidence, chunks, ttft)
-        replica.pace.observe(ttft, self.completion.completion_tokens, self.completion.e2e_s)
+        waited = self._sent - self._started  # the replica's pace counts from the request
+        replica.pace.observe(
+            None if ttft is None else ttft - waited,
+            self.completion.completion_tokens,
+            self.completion.e2e_s - waited,
+        )
         yield Delta(self.request_id, "", (), finish)
 
     async def _next_event(self, events: AsyncIterator[Any], grace: float) -> Any:
-        if self._deadline is None:
-            return await anext(events)
-        left = self._deadline + grace - time.monotonic()
-        if left <= 0:
+        """The next SSE event; TimeoutError past the deadline (and `grace`),
+        _PreemptedError once a live request wants this one's slot."""
+        left = None if self._deadline is None else self._deadline + grace - time.monotonic()
+        if left is not None and left <= 0:
             raise TimeoutError
-        return await asyncio.wait_for(anext(events), left)
+        slot = self._slot
+        if slot is None or not slot.preemptible:
+            return await (anext(events) if left is None else asyncio.wait_for(anext(events), left))
+        if slot.preempted.is_set():
+            raise _PreemptedError
+        following = asyncio.ensure_future(anext(events))
+        preempted = asyncio.ensure_future(slot.preempted.wait())
+        try:
+            await asyncio.wait((following, preempted), timeout=left,
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        finally:
+            preempted.cancel()
+        if following.done():
+            return following.result()
+        following.cancel()
+        await asyncio.wait((following,))  # its end, whatever it is, is of no use now
+        if slot.preempted.is_set():
+            raise _PreemptedError
+        raise TimeoutError
 
     def _failed(self) -> Delta:
         self.completion = self._completion("", FinishReason.ERROR, {}, {}, 0, None)
@@ -472,7 +596,7 @@ class RemoteStream:
             cached_tokens=int(details.get("cached_tokens") or 0),
             truncated_messages=int(evidence.get("truncated_messages") or 0),
             preemptions=int(evidence.get("preemptions") or 0),
-            queue_s=seconds("queue_ms"),
+            queue_s=seconds("queue_ms") if "queue_ms" in evidence else self._sent - self._started,
             ttft_s=ttft_s,
             prefill_s=seconds("prefill_ms") or 0.0,
             e2e_s=time.monotonic() - self._started,

@@ -11,7 +11,9 @@ moves only the keys it takes or held.
 
 Health: every request's outcome and a periodic probe (GET /v1/models) count; a replica
 is ejected after `eject_after` consecutive failures and readmitted by its first healthy
-probe. A connect failure is retried once on the next replica of the key's order.
+probe. A connect failure is retried once on the next replica of the key's order. A
+replica's concurrency (client.py, slots.py) bounds what it is sent at once; the ring's
+loads count the requests waiting for its slots too.
 `metrics` (remote/metrics.py) shows each replica's health, load and pace at /metrics.
 """
 
@@ -144,9 +146,8 @@ class Router:
     ) -> None:
         if not urls:
             raise ValueError("give at least one engine URL")
-        self.replicas = {
-            url.rstrip("/"): RemoteEngine(url, timeouts=timeouts, template=template) for url in urls
-        }
+        engines = (RemoteEngine(url, timeouts=timeouts, template=template) for url in urls)
+        self.replicas = {engine.base_url: engine for engine in engines}
         self.metrics = RouterMetrics(self.status)
         for replica in self.replicas.values():
             replica.health.threshold = eject_after
@@ -252,6 +253,8 @@ class Router:
                     ejections=r.health.ejections,
                     ttft_s=r.pace.ttft_s,
                     token_s=r.pace.token_s,
+                    concurrency=r.slots.limit,
+                    waiting=r.slots.waiting,
                 )
                 for r in self.replicas.values()
             ),
