@@ -52,7 +52,7 @@ class DecideRequest(BaseModel):
         ]
         | None
     ) = None
-    locale: Literal["en", "zh"] | None = None
+    locale: Literal["en", "zh", "ja"] | None = None
     max_tokens: int = Field(default=64, ge=1, le=256)
     deadline_ms: int | None = Field(default=None, ge=50, le=30_000)
     as_of: (

@@ -7,7 +7,6 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from worthit.decide.rules import decide_verdict
 from worthit.http.caller import request_tenant
 from worthit.http.dependencies import StateDep
 from worthit.http.problems import ProblemError
@@ -25,11 +24,19 @@ authorized response (RFC 9111, 3.5) and hand it to callers without the key."""
 @router.get("/v1/products")
 async def search_products(
     state: StateDep,
-    q: Annotated[str, Query(min_length=1, max_length=100, description="Text to complete")],
+    q: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=100,
+            description="What the shopper typed: a name being typed, or a whole question",
+        ),
+    ],
     limit: Annotated[int, Query(ge=1, le=50)] = 8,
 ) -> dict[str, Any]:
-    """Autocomplete over titles, brands and aliases, English and Chinese."""
-    hits = state.market().store.suggest(q, limit)
+    """The products a shopper means, best first: the index and ranking the answer's
+    product resolution uses (decide/resolve.py), in English, Chinese and Japanese."""
+    hits = state.market().decider.resolver.suggest(q, limit)
     return {
         "items": [
             {
@@ -49,7 +56,7 @@ async def product_facts(
     sku: str,
     request: Request,
     state: StateDep,
-    locale: Annotated[Literal["en", "zh"], Query()] = "en",
+    locale: Annotated[Literal["en", "zh", "ja"], Query()] = "en",
     as_of: Annotated[
         str | None,
         Query(
@@ -85,7 +92,7 @@ async def product_facts(
         }
     if if_none_match and etag in {tag.strip() for tag in if_none_match.split(",")}:
         return Response(status_code=304, headers=headers)
-    verdict = decide_verdict(sheet, locale)
+    verdict = service.decider.verdict(sheet, locale)
     body: dict[str, Any] = {} if at_ms is None else {"as_of": iso(at_ms)}
     body |= {
         "facts": sheet.to_dict(),
