@@ -177,6 +177,19 @@ def test_a_bad_watch_is_refused_naming_the_field(
     assert r.json()["field"] == field
 
 
+def test_a_refused_hook_url_does_not_say_what_its_name_resolves_to(
+    keyed_service: LiveServer, market_copy: Path
+) -> None:
+    r = httpx.post(
+        keyed_service.base_url + "/v1/watches",
+        json=hook("http://localhost:9/hook"),
+        headers=key(market_copy, "a"),
+    )
+    assert r.status_code == 422 and r.json()["field"] == "url"
+    assert "localhost" in r.json()["detail"]
+    assert "127.0.0.1" not in r.text and "::1" not in r.text
+
+
 def test_a_price_at_the_target_delivers_one_signed_webhook_and_the_watch_fires_once(
     market_copy: Path, receiver: Receiver
 ) -> None:

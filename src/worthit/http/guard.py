@@ -1,5 +1,6 @@
 """Before any handler runs: the Host, the API key, its scope and the tenant's request
-rate; while the body is read, its size and its time.
+rate; while the body is read, its size and its time; after the handler, what no route
+may answer: a 500 in another shape than the API's, or a redirect naming a host.
 
 Pure ASGI, so a streamed answer passes through untouched (BaseHTTPMiddleware would copy
 every SSE chunk through an extra task and stream). A body is refused at once when its
@@ -8,22 +9,33 @@ stops at the limit instead of being read whole. (Starlette's own body limit, Fas
 `max_body_size`, answers 413 in plain text and rewrites any error response to such a
 request into one, so it would break the problem+json promise.) LLM tokens are reserved
 by the handlers, which know how many a request may generate (http/token_budget.py).
+
+A body refused part-way (408, 413) leaves the rest of it unread on the socket, so those
+answers close the connection (`connection: close`) instead of waiting on it. An
+exception that escapes a handler before its response starts is answered 500 in the
+route's error shape (and logged); after, the connection is dropped, as a stream cannot
+change its status. Redirects (the router's trailing-slash one) are made relative: the
+router would otherwise build an absolute URL from the client's own `Host` header.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from worthit.http.caller import remember_tenant
-from worthit.http.problems import ProblemError, error_for
+from worthit.http.problems import ProblemError, error_for, internal_error
 from worthit.service.ratelimit import Limiter, Limits
 from worthit.service.tenants import AuthError, KeyScope, Tenant, TenantStore
+
+log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 BODY_TIMEOUT_S = 10.0
@@ -40,6 +52,8 @@ EITHER_SCOPE = frozenset({("GET", "/v1/events/schema")})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 """The Host names a keyless demo answers to: anything else may be a DNS-rebinding page
 in the shopper's browser reaching the loopback port through a name it controls."""
+CLOSE = {"Connection": "close"}
+"""Sent with a refusal that leaves the body unread: the server closes the connection."""
 
 
 class GuardMiddleware:
@@ -68,7 +82,29 @@ class GuardMiddleware:
         except ProblemError as refusal:
             await error_for(scope["path"], refusal)(scope, receive, send)
             return
-        await self.app(scope, self._bounded(receive), send)
+        started = False
+
+        async def checked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                if 300 <= message["status"] < 400:
+                    message = {**message, "headers": _relative_location(message["headers"])}
+            await send(message)
+
+        try:
+            await self.app(scope, self._bounded(receive), checked_send)
+        except ClientDisconnect:
+            return  # nobody to answer
+        except Exception:
+            if started:
+                raise
+            log.exception("%s %s failed", scope["method"], scope["path"])
+            await internal_error(scope["path"])(scope, receive, send)
+            return
+        if not started:
+            log.error("%s %s: the handler returned no response", scope["method"], scope["path"])
+            await internal_error(scope["path"])(scope, receive, send)
 
     async def _admit(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
@@ -76,7 +112,7 @@ class GuardMiddleware:
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             raise ProblemError(
                 413, "Body too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes",
-                "body",
+                "body", headers=dict(CLOSE),
             )  # fmt: skip
         if self.allowed_hosts is not None:
             host = _hostname(headers.get("host", ""))
@@ -135,13 +171,17 @@ class GuardMiddleware:
                     message = await receive()
             except TimeoutError:
                 raise HTTPException(
-                    408, f"the request body was not sent within {self.body_timeout_s:g} s"
+                    408,
+                    f"the request body was not sent within {self.body_timeout_s:g} s",
+                    headers=dict(CLOSE),
                 ) from None
             if message["type"] == "http.request":
                 size += len(message.get("body", b""))
                 if size > MAX_BODY_BYTES:
                     raise HTTPException(
-                        413, f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+                        413,
+                        f"request bodies are limited to {MAX_BODY_BYTES} bytes",
+                        headers=dict(CLOSE),
                     )
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
@@ -171,6 +211,20 @@ def _check_scope(tenant: Tenant, method: str, path: str) -> None:
             f"{tenant.source!r}); asking, reading and watching need a key of scope 'ask'"
         )
     raise ProblemError(403, "Forbidden", detail, "authorization", scope=needed.value)
+
+
+def _relative_location(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`location: http://HOST/path?q` → `location: /path?q`. The service redirects only
+    within itself, and the host in an absolute URL would be whatever the client sent."""
+    rewritten = []
+    for name, value in headers:
+        if name.lower() == b"location":
+            parts = urlsplit(value.decode("latin-1"))
+            if parts.scheme or parts.netloc:
+                path = "/" + parts.path.lstrip("/")  # never `//host`: that names a host too
+                value = (path + (f"?{parts.query}" if parts.query else "")).encode("latin-1")
+        rewritten.append((name, value))
+    return rewritten
 
 
 def _hostname(host: str) -> str | None:

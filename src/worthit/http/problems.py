@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException
 from worthit.http.openai.wire import error_response
 
 PROBLEM_JSON = "application/problem+json"
-OPENAI_PREFIX = "/v1/chat/"
-"""Paths that answer in OpenAI's error shape (`/v1/models` has no errors of its own)."""
+OPENAI_PREFIX = ("/v1/chat/", "/v1/models")
+"""Paths that answer in OpenAI's error shape: the routes the OpenAI SDKs call."""
 
 _OPENAI_TYPES = {
     401: "authentication_error",
@@ -95,6 +95,15 @@ def error_for(path: str, error: ProblemError) -> JSONResponse:
         return response
     return problem_response(
         error.status, error.title, error.detail, error.field, error.headers, **error.extra
+    )
+
+
+def internal_error(path: str) -> JSONResponse:
+    """A 500 in the route's shape, closing the connection: what failed is in the log, not
+    in the answer (a traceback would tell a caller about the code and the data)."""
+    detail = "the server failed to answer this request; the failure is logged"
+    return error_for(
+        path, ProblemError(500, "Internal error", detail, headers={"Connection": "close"})
     )
 
 

@@ -9,6 +9,10 @@ three limits a reverse proxy would (nginx's ``client_header_timeout``,
 expose without one. Bodies are bounded by the guard middleware, which sees them as ASGI
 messages.
 
+Its refusals keep the API's error shape (http/problems.py): problem details, or OpenAI's
+error object when the request line already named an OpenAI route; each closes the
+connection and says so (`connection: close`).
+
 It subclasses uvicorn's httptools protocol, whose hooks are not a public API; the tests
 drive each limit over a real socket, so a uvicorn release that moves them fails there.
 """
@@ -16,6 +20,7 @@ drive each limit over a real socket, so a uvicorn release that moves them fails 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 
 import uvicorn
@@ -38,21 +43,52 @@ class TransportLimits:
 DEFAULT_LIMITS = TransportLimits()
 
 
-def _plain_response(status: bytes, message: str) -> bytes:
-    body = message.encode()
-    return (
-        b"HTTP/1.1 " + status + b"\r\n"
-        b"content-type: text/plain; charset=utf-8\r\n"
-        b"content-length: " + str(len(body)).encode() + b"\r\n"
-        b"connection: close\r\n\r\n" + body
-    )
+OPENAI_PATHS = (b"/v1/chat/", b"/v1/models")
+"""Routes whose clients (the OpenAI SDKs) parse OpenAI's error object, as http/problems.py."""
 
 
-TOO_MANY_CONNECTIONS = _plain_response(b"503 Service Unavailable", "too many open connections")
-HEADERS_TOO_LARGE = _plain_response(
-    b"431 Request Header Fields Too Large", "the request head is too large"
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A transport-level refusal, written before the app sees the request."""
+
+    status: int
+    reason: str
+    title: str
+    detail: str
+    openai_type: str
+
+    def response(self, path: bytes = b"") -> bytes:
+        """The whole HTTP/1.1 response, in the shape the route's clients parse."""
+        body: dict[str, object]
+        if path.startswith(OPENAI_PATHS):
+            media = b"application/json"
+            body = {"error": {"message": self.detail, "type": self.openai_type,
+                              "param": None, "code": None}}  # fmt: skip
+        else:
+            media = b"application/problem+json"
+            slug = self.title.lower().replace(" ", "-")
+            body = {"type": f"https://worthit.dev/problems/{slug}", "title": self.title,
+                    "status": self.status, "detail": self.detail}  # fmt: skip
+        data = json.dumps(body).encode()
+        return (
+            f"HTTP/1.1 {self.status} {self.reason}\r\n".encode()
+            + b"content-type: " + media + b"\r\n"
+            b"content-length: " + str(len(data)).encode() + b"\r\n"
+            b"connection: close\r\n\r\n" + data
+        )  # fmt: skip
+
+
+TOO_MANY_CONNECTIONS = Refusal(
+    503, "Service Unavailable", "Too many connections", "too many open connections",
+    "server_error",
+)  # fmt: skip
+HEADERS_TOO_LARGE = Refusal(
+    431, "Request Header Fields Too Large", "Request head too large",
+    "the request head is too large", "invalid_request_error",
+)  # fmt: skip
+HEADER_TIMEOUT = Refusal(
+    408, "Request Timeout", "Request timeout", "the request head took too long", "timeout"
 )
-HEADER_TIMEOUT = _plain_response(b"408 Request Timeout", "the request head took too long")
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -65,7 +101,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
         if len(self.server_state.connections) >= self.limits.max_connections:
-            transport.write(TOO_MANY_CONNECTIONS)
+            transport.write(TOO_MANY_CONNECTIONS.response())
             transport.close()
             return
         super().connection_made(transport)
@@ -109,11 +145,16 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _refuse(self, response: bytes) -> None:
+    def _refuse(self, refusal: Refusal) -> None:
         self._stop_head_timer()
         if not self.transport.is_closing():
-            self.transport.write(response)
+            self.transport.write(refusal.response(self._head_path()))
             self.transport.close()
+
+    def _head_path(self) -> bytes:
+        """The path of the head being read, as far as it came: uvicorn keeps the previous
+        request's until the next one begins, so none until this head sent a byte."""
+        return bytes(getattr(self, "url", None) or b"") if self._head_bytes else b""
 
 
 def protocol_with(limits: TransportLimits) -> type[GuardedHttpProtocol]:

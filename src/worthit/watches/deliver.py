@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 import httpx
 from standardwebhooks import Webhook
 
-from worthit.facts.cache import FactsCache
+from worthit.decide.decider import Decider
 from worthit.text.time import now_ms
 from worthit.watches.evaluate import Notification, WatchEvaluator
 from worthit.watches.store import PendingDelivery, WatchStore
@@ -162,23 +162,27 @@ def _default_port(url: httpx.URL) -> int:
 def _checked_addresses(
     host: str, port: int, resolve: Resolver, allow_private: bool
 ) -> tuple[str, ...]:
+    """The addresses `host` resolves to, all of them public unless private ones are
+    allowed. A refusal never says which address a name resolved to: that would answer
+    questions about the server's network (what an internal name points at) to whoever
+    can create a watch."""
     try:
         found = resolve(host, port)
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise HookUrlError(f"cannot resolve {host!r}: {exc}") from None
+    except (OSError, UnicodeError, ValueError):
+        raise HookUrlError(f"cannot resolve {host!r}") from None
     if not found:
-        raise HookUrlError(f"cannot resolve {host!r}: no addresses")
+        raise HookUrlError(f"cannot resolve {host!r}")
     for found_address in found:
         try:
             address = ipaddress.ip_address(found_address)
         except ValueError:
-            raise HookUrlError(f"{host!r} resolved to {found_address!r}, not an address") from None
+            raise HookUrlError(f"cannot resolve {host!r} to an IP address") from None
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         if not allow_private and (not address.is_global or address.is_multicast):
             raise HookUrlError(
-                f"{host!r} resolves to {address}, a loopback, private or reserved "
-                "address: webhooks go to public addresses only"
+                f"{host!r} is or resolves to a loopback, private or reserved address: "
+                "webhooks go to public addresses only"
             )
     return tuple(found)
 
@@ -348,7 +352,7 @@ class WatchService:
     def __init__(
         self,
         store: WatchStore,
-        facts: FactsCache,
+        decider: Decider,
         policy: RetryPolicy,
         *,
         allow_private: bool,
@@ -359,7 +363,7 @@ class WatchService:
         self.allow_private = allow_private
         self.streams = WatchStreams()
         self.deliverer = WebhookDeliverer(store, policy, allow_private=allow_private, poll_s=poll_s)
-        self.evaluator = WatchEvaluator(store, facts, self._notify)
+        self.evaluator = WatchEvaluator(store, decider, self._notify)
         self.fanout = fanout
         """Also hands each notification to the other workers' streams (service/shared_state.py,
         over Redis); this process's own streams get it directly first."""
