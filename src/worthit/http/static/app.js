@@ -11,7 +11,7 @@
 
 (() => {
   // ---------------------------------------------------------------- strings --
-  // Every piece of UI text, in both languages. Server-written text (reasons,
+  // Every piece of UI text, in each language. Server-written text (reasons,
   // explanation) arrives already in the question's language.
   const STRINGS = {
     en: {
@@ -19,7 +19,7 @@
       tagline: "Grounded in price history, not hype.",
       label: "Which product are you thinking of buying?",
       placeholder: "Is the Aurora NC700 worth buying?",
-      hint: "Type a product or a question, in English or Chinese. ↑↓ to choose, Enter to ask.",
+      hint: "Type a product or a question, in English, Chinese or Japanese. ↑↓ to choose, Enter to ask.",
       ask: "Ask",
       suggestions: "Matching products",
       answer: "Answer",
@@ -89,7 +89,7 @@
       tagline: "只看历史价格和真实评价，不看噱头。",
       label: "你在考虑买哪件商品？",
       placeholder: "极光NC700值不值得买？",
-      hint: "输入商品名或问题，中英文都可以。↑↓ 选择，回车提问。",
+      hint: "输入商品名或问题，中文、英文、日文都可以。↑↓ 选择，回车提问。",
       ask: "提问",
       suggestions: "匹配的商品",
       answer: "答案",
@@ -102,7 +102,7 @@
       timings: "这次回答用了多久",
       footer: "结论由固定规则根据记录的价格、评分和库存得出；说明随后生成，并用同样的数字核对。",
       retry: "重试",
-      langButton: "English",
+      langButton: "日本語",
       ranking: "排行榜",
       confidence: (p) => `把握 ${p}%`,
       numPrice: "当前价",
@@ -152,8 +152,78 @@
       avgLabel: (p) => `90天均价 ${p}`,
       noResults: "没有匹配的商品",
     },
+    ja: {
+      skip: "回答へ移動",
+      tagline: "宣伝ではなく、価格の履歴と本当の評価で判断します。",
+      label: "どの商品の購入を考えていますか？",
+      placeholder: "Aurora NC700は買い時ですか？",
+      hint: "商品名か質問を、日本語・英語・中国語で入力してください。↑↓で選択、Enterで質問。",
+      ask: "質問する",
+      suggestions: "一致する商品",
+      answer: "回答",
+      ambiguous: "どの商品のことですか？",
+      why: "理由",
+      chart: "直近180日の価格",
+      price: "価格",
+      avg90: "90日平均",
+      atl: "過去最安値",
+      timings: "この回答にかかった時間",
+      footer: "判定は記録された価格・評価・在庫から決まったルールで出しています。説明はその後に書かれ、同じ数字で確認されます。",
+      retry: "もう一度",
+      langButton: "English",
+      ranking: "おすすめ",
+      confidence: (p) => `確度 ${p}%`,
+      numPrice: "現在の価格",
+      numLow: "過去最安値",
+      numAvg: "90日平均",
+      numRating: "評価",
+      ratingValue: (r, n) => `${r}/5（${n}件）`,
+      dataAge: (age) => `価格データ：${age}`,
+      version: (v) => `データ版 ${v}`,
+      ago: { now: "たった今", min: (m) => `${m}分前`, hour: (h, m) => `${h}時間${m}分前`, day: (d) => `${d}日前` },
+      question: (title) => `${title}は買うべきですか？`,
+      checking: "価格と評価を確認しています…",
+      writing: "説明を書いています…",
+      preview: "選んでいる間に取得したデータです。最新の回答はまもなく届きます。",
+      offlineAsk: "今は worthit に接続できません。",
+      offlineSaved: (age) => `この端末が最後に受け取った判定（${age}）を表示しています。古い可能性があります。`,
+      offlineNothing: "この端末にはこの商品の判定がまだ保存されていません。",
+      offlineBanner: "オフラインか、worthit サーバーに接続できません。",
+      lostMidway: "説明が終わる前に接続が切れました。",
+      savedAt: (age, source) => `${source === "prefetch" ? "事前取得" : "回答"}：${age}（リアルタイムではありません）。`,
+      sourceLlm: "モデルが書き、上の数字と照合済みです。",
+      sourceTemplate: "上のデータから作った定型の説明です。",
+      stages: "サーバーの各段階（ミリ秒）",
+      browser: "ブラウザ内",
+      watchAsk: "買い時になったら知らせる",
+      watchOpen: "判定を見る",
+      watchArmed: "買い時になったらここでお知らせします（このページを開いたままにしてください）。",
+      watchFailed: "設定できませんでした。もう一度お試しください。",
+      watchFired: (title, label, price) => `${title}：${label}${price ? `（${price}）` : ""}。`,
+      toVerdict: "判定を表示",
+      toFirstToken: "最初の言葉",
+      toDone: "完了",
+      tokens: (n) => `${n}トークン生成`,
+      notFound: (what) => `「${what}」に一致する商品はありません。`,
+      didYouMean: "こちらの商品ですか？",
+      rateLimited: (s) => `質問が多すぎます。${s}秒後にもう一度お試しください。`,
+      keyLabel: "このサービスには API キーが必要です",
+      keyUse: "キーを使う",
+      keyHint: "このブラウザだけに保存され、質問ごとに送信されます。",
+      keyNeeded: "質問するには上で API キーを入力してください。",
+      keyRefused: "この API キーは拒否されました。上で別のキーを入力してください。",
+      problem: "問題が発生しました",
+      noHistory: "価格の記録はまだありません。",
+      chartLabel: (low, lowAt, avg) =>
+        `価格の推移。過去最安値 ${low}${lowAt ? `（${lowAt}）` : ""}、90日平均 ${avg}。`,
+      lowLabel: (p) => `最安 ${p}`,
+      avgLabel: (p) => `90日平均 ${p}`,
+      noResults: "一致する商品はありません",
+    },
   };
 
+  const LANGS = ["en", "zh", "ja"]; // the language button goes round them in this order
+  const LOCALES = { en: "en", zh: "zh-CN", ja: "ja-JP" };
   const SUGGEST_LIMIT = 8;
   const SUGGEST_DEBOUNCE_MS = 120;
   const PREFETCH_DEBOUNCE_MS = 60;
@@ -213,7 +283,7 @@
 
   // ------------------------------------------------------------------ state --
   const state = {
-    lang: load("lang") || ((navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en"),
+    lang: load("lang") || (LANGS.find((l) => (navigator.language || "en").toLowerCase().startsWith(l)) || "en"),
     items: [], // current suggestions
     active: -1, // highlighted suggestion
     suggestSeq: 0,
@@ -234,10 +304,10 @@
   }
 
   function setLang(lang, remember) {
-    if (lang !== "en" && lang !== "zh") return;
+    if (!LANGS.includes(lang)) return;
     state.lang = lang;
     if (remember) save("lang", lang);
-    document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
+    document.documentElement.lang = LOCALES[lang];
     for (const node of document.querySelectorAll("[data-i18n]")) {
       node.textContent = t(node.dataset.i18n);
     }
@@ -253,6 +323,7 @@
   }
 
   function questionLang(text) {
+    if (/[\u3041-\u3096\u30a1-\u30fa]/.test(text)) return "ja"; // kana: Chinese has none
     if (/[\u3400-\u9fff\uf900-\ufaff]/.test(text)) return "zh";
     if (/[a-z]{3,}/i.test(text)) return "en";
     return state.lang;
@@ -910,7 +981,7 @@
 
   function renderVerdict(data, how) {
     state.lastShown = { data, how };
-    const known = data.sku && (state.facts.get(`${state.lang}:${data.sku}`) || state.facts.get(`${state.lang === "zh" ? "en" : "zh"}:${data.sku}`));
+    const known = data.sku && [state.lang, ...LANGS].map((l) => state.facts.get(`${l}:${data.sku}`)).find(Boolean);
     const facts = { ...((known && known.body.facts) || {}), ...(data.facts || {}) };
     // A ranking ("top 3 … by sales") has no verdict of its own, only ranked products.
     const kind = data.verdict || (data.ranking && data.ranking.length ? "RANKING" : "INSUFFICIENT_DATA");
@@ -1306,7 +1377,7 @@
     // month ticks
     const first = new Date(t0);
     const month = new Date(Date.UTC(first.getUTCFullYear(), first.getUTCMonth() + 1, 1));
-    const fmt = new Intl.DateTimeFormat(state.lang === "zh" ? "zh-CN" : "en", { month: "short", timeZone: "UTC" });
+    const fmt = new Intl.DateTimeFormat(LOCALES[state.lang], { month: "short", timeZone: "UTC" });
     for (let m = month; m.getTime() <= t1; m = new Date(Date.UTC(m.getUTCFullYear(), m.getUTCMonth() + 1, 1))) {
       const xm = x(m.getTime());
       root.append(svg("line", { x1: xm, x2: xm, y1: H - bottom, y2: H - bottom + 4, class: "axis" }));
@@ -1347,7 +1418,7 @@
   function money(value, currency, digits) {
     if (value == null || !Number.isFinite(Number(value))) return null;
     try {
-      return new Intl.NumberFormat(state.lang === "zh" ? "zh-CN" : "en-US", {
+      return new Intl.NumberFormat(state.lang === "en" ? "en-US" : LOCALES[state.lang], {
         style: "currency",
         currency,
         maximumFractionDigits: digits ?? 2,
@@ -1380,7 +1451,7 @@
   }).observe(el.chart);
 
   // ---------------------------------------------------------------- boot --
-  el.lang.addEventListener("click", () => setLang(state.lang === "zh" ? "en" : "zh", true));
+  el.lang.addEventListener("click", () => setLang(LANGS[(LANGS.indexOf(state.lang) + 1) % LANGS.length], true));
   setLang(state.lang, false);
   const initial = new URLSearchParams(location.search);
   if (initial.get("q")) {
