@@ -129,6 +129,13 @@ class Decider:
     def store(self) -> MarketStore:
         return self.facts.builder.store
 
+    def verdict(
+        self, sheet: FactSheet, language: str = "en", budget: float | None = None
+    ) -> Verdict:
+        """The verdict on `sheet`, through the verdict cache: every verdict worthit shows
+        (an answer's, a product's facts page, a watch's notification) comes from here."""
+        return self.verdicts.verdict(sheet, language, budget)
+
     def as_of(self, text: str) -> int:
         """The moment `text` names (`parse_as_of`), if a decision can be taken as of it:
         not after now, not before the market's first price. ValueError saying why not."""
@@ -199,7 +206,7 @@ class Decider:
                 Decision(question, intent, DecisionStatus.UNKNOWN_PRODUCT, resolutions=resolutions),
                 clock,
             )
-        verdict = self.verdicts.verdict(sheet, intent.language, intent.budget)
+        verdict = self.verdict(sheet, intent.language, intent.budget)
         clock.lap("verdict")
         decision = Decision(
             question,
@@ -224,9 +231,7 @@ class Decider:
         for sku in skus:
             sheet = self.facts.get(sku, at_ms)
             if sheet is not None:
-                judged.append(
-                    Judged(sheet, self.verdicts.verdict(sheet, intent.language, intent.budget))
-                )
+                judged.append(Judged(sheet, self.verdict(sheet, intent.language, intent.budget)))
         clock.lap("facts")
         ranked = sorted(judged, key=_compare_key, reverse=True)
         best, other = ranked[0], ranked[1]

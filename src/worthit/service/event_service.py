@@ -113,7 +113,7 @@ def start_events(
     bus.subscribe(answerer.facts_restated, restated_only=True)
     watches = WatchService(
         WatchStore(store.path),
-        answerer.facts,
+        answerer.decider,
         RetryPolicy(settings.watch_attempts, settings.watch_retry_s),
         allow_private=settings.watch_hooks_private or not settings.auth,
         poll_s=settings.watch_poll_s,

@@ -3,10 +3,10 @@
 The bus calls `WatchEvaluator.changed` on the event loop after every commit (after the
 fact cache has forgotten those products). That must not slow the bus nor an answer, so
 it only adds the SKUs to a set; one task at a time takes the set and, in a worker thread,
-builds each watched product's sheet through the answer flow's own fact cache and judges
-it with the same rules an answer uses, so a notification says exactly what `/v1/decide`
-would say now. A commit arriving while the task runs joins the next round: the work is
-bounded by the number of watched products, not the event rate.
+builds each watched product's sheet through the answer flow's own decider (its fact cache
+and its verdicts), so a notification says exactly what `/v1/decide` would say now. A
+commit arriving while the task runs joins the next round: the work is bounded by the
+number of watched products, not the event rate.
 
 A watch whose condition holds fires once: `WatchStore.fire` disarms it and queues its
 webhook in one transaction, then `notify` hands the notification on (to the server's
@@ -22,9 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from worthit.decide.rules import decide_verdict
+from worthit.decide.decider import Decider
 from worthit.decide.verdict import Verdict, VerdictKind
-from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.text.time import iso, now_ms
 from worthit.watches.store import Condition, Watch, WatchStore
@@ -81,13 +80,13 @@ class WatchEvaluator:
     def __init__(
         self,
         watches: WatchStore,
-        facts: FactsCache,
+        decider: Decider,
         notify: Callable[[list[Notification]], object],
         *,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.watches = watches
-        self.facts = facts
+        self.decider = decider
         self.notify = notify
         self.clock = clock
         """Wall time, for the fired stamps: the facts keep their own (possibly pinned) clock."""
@@ -117,10 +116,10 @@ class WatchEvaluator:
         for watch in self.watches.active(skus):
             by_sku.setdefault(watch.sku, []).append(watch)
         for sku, watches in by_sku.items():
-            sheet = self.facts.get(sku)
+            sheet = self.decider.facts.get(sku)
             if sheet is None:
                 continue
-            verdict = decide_verdict(sheet)
+            verdict = self.decider.verdict(sheet)
             for watch in watches:
                 if not condition_met(watch, sheet, verdict):
                     continue
