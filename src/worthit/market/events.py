@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
 from worthit.market.records import (
+    IDENTIFIER,
+    UNSAFE_CHARACTERS,
     PriceRecord,
     ProductRecord,
     PromotionRecord,
@@ -33,8 +35,11 @@ MAX_DEPTH = 32
 """How deeply a product's `attributes` may nest."""
 
 EventId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_EVENT_ID_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_EVENT_ID_CHARS),
+    IDENTIFIER,
 ]
+"""No control characters or bidi controls (market/records.py): refused, naming the field."""
 SourceName = Annotated[
     str, StringConstraints(strip_whitespace=True, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 ]
@@ -152,6 +157,8 @@ def parse_event(data: object, index: int = 0) -> Event | EventError:
         return EventError(index, "(event)", "expected a JSON object")
     raw_id = data.get("event_id")
     event_id = raw_id if isinstance(raw_id, str) and _encodable(raw_id) else None
+    if event_id is not None and UNSAFE_CHARACTERS.search(event_id):
+        event_id = None  # not echoed into logs and reports: the index names the event
     kind = data.get("type")
     model = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if model is None:

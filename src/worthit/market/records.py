@@ -2,16 +2,32 @@
 
 One pydantic model per import line type; the same models are what the store accepts,
 so the simulator, the importer and (later) the event bus all go through one validation.
+
+Text hygiene is decided here, once for every way data arrives (import, events, webhooks,
+feeds, Redis Streams). Control characters (Unicode category Cc: NUL, newlines, ESC, …)
+and the bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) can make
+one string look like another ("S1\u202e" beside "S1") or break a log line, a CSV cell or
+a terminal, so:
+
+- identifiers (sku, review_id, a promotion's name, and in events event_id) refuse them,
+  naming the field: an identifier is compared, not read, and a changed one would be
+  another record;
+- display text (title, brand, category, aliases, review text) loses them: a line break,
+  tab or other whitespace control becomes a space (a review keeps its line breaks, as
+  `\n`), every other one is removed, so a pasted title with a stray newline still lands.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from babel.numbers import get_currency_precision
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -23,7 +39,48 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from worthit.text.time import to_ms
 
-Sku = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+UNSAFE_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Unicode's Cc (C0, DEL, C1) and the bidi embeddings, overrides and isolates."""
+_WHITESPACE_CONTROLS = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f\x85]")
+"""The controls that separate words (str.isspace): a space takes their place."""
+_REVIEW_LINE_BREAKS = re.compile("\r\n?|[\x0b\x0c\x1c-\x1e\x85]")
+
+
+def _plain_identifier(value: str) -> str:
+    found = UNSAFE_CHARACTERS.search(value)
+    if found is not None:
+        raise ValueError(
+            f"must not contain control characters or bidi controls "
+            f"(U+{ord(found.group()):04X} at {found.start()})"
+        )
+    return value
+
+
+def display_text(value: object) -> object:
+    """One line of text to show: whitespace controls become spaces, the rest go."""
+    if not isinstance(value, str):
+        return value
+    return UNSAFE_CHARACTERS.sub("", _WHITESPACE_CONTROLS.sub(" ", value))
+
+
+def review_text(value: object) -> object:
+    """A review's text: its line breaks kept as `\n`, otherwise as `display_text`."""
+    if not isinstance(value, str):
+        return value
+    lines = _REVIEW_LINE_BREAKS.sub("\n", value).split("\n")
+    return "\n".join(str(display_text(line)) for line in lines)
+
+
+IDENTIFIER = AfterValidator(_plain_identifier)
+"""Refuses what `UNSAFE_CHARACTERS` matches: put it after the string's constraints."""
+DISPLAY_TEXT = BeforeValidator(display_text)
+"""Strips what `UNSAFE_CHARACTERS` matches before the string's own constraints run (a
+title of only controls is then empty, and refused as such). A before-validator wraps what
+precedes it, so put it after the constraints."""
+
+Sku = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64), IDENTIFIER
+]
 MAX_COUNT = 2**63 - 1
 """SQLite's INTEGER is 64-bit: a larger count would pass validation and fail in the store."""
 MAX_PRICE = 1e12
@@ -44,13 +101,19 @@ class _Record(BaseModel):
 
 class ProductRecord(_Record):
     type: Literal["product"] = "product"
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
-    brand: Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)] = ""
-    category: Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)] = ""
+    title: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300), DISPLAY_TEXT
+    ]
+    brand: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=100), DISPLAY_TEXT
+    ] = ""
+    category: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=100), DISPLAY_TEXT
+    ] = ""
     attributes: dict[str, Any] = Field(default_factory=dict)
-    aliases: list[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]] = Field(
-        default_factory=list
-    )
+    aliases: list[
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), DISPLAY_TEXT]
+    ] = Field(default_factory=list)
 
 
 class PriceRecord(_Record):
@@ -105,10 +168,10 @@ class StockRecord(_Record):
 
 class ReviewRecord(_Record):
     type: Literal["review"] = "review"
-    review_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    review_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), IDENTIFIER]
     ts: datetime
     rating: int = Field(ge=1, le=5)
-    text: str = Field(default="", max_length=20_000)
+    text: Annotated[str, BeforeValidator(review_text)] = Field(default="", max_length=20_000)
     verified: bool = False
 
     @property
@@ -133,7 +196,9 @@ _KIND_FIELDS: dict[str, frozenset[str]] = {
 
 class PromotionRecord(_Record):
     type: Literal["promotion"] = "promotion"
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+    name: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), IDENTIFIER
+    ]
     starts: datetime
     ends: datetime
     kind: PromotionKind = Field(
