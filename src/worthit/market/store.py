@@ -2,8 +2,9 @@
 
 Writes are idempotent upserts: applying the same record twice changes nothing, not
 even a product's revision, because an upsert only touches a row whose values differ.
-The SQL is one text for both databases; the two statements where they differ (a list
-parameter, full-text search) are `_SqliteQueries` and `_PostgresQueries`.
+The SQL is one text for both databases; the statement where they differ (a list
+parameter) is `_SqliteQueries` and `_PostgresQueries`. Product search is not here: it is
+an index the decide layer builds from `all_names` (decide/search_index.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from worthit.db.connection import Connection, Errors
 from worthit.db.open import open_database
@@ -117,42 +118,12 @@ class _SqliteQueries:
         " ORDER BY ts DESC LIMIT 1) FROM json_each(?) AS j"
     )
 
-    @staticmethod
-    def search(terms: list[str], every_term: bool, limit: int) -> tuple[str, list[Any]]:
-        """Trigram FTS5, ranked by bm25."""
-        query = (" AND " if every_term else " OR ").join(f'"{term}"' for term in terms)
-        return (
-            "SELECT p.sku, p.title, p.brand, p.category, p.aliases FROM product_search s"
-            " JOIN products p ON p.sku = s.sku WHERE product_search MATCH ?"
-            " ORDER BY bm25(product_search) LIMIT ?",
-            [query, limit],
-        )
-
 
 class _PostgresQueries:
     current_prices = (
         "SELECT j.value, (SELECT price FROM prices WHERE sku = j.value AND ts <= ?"
         " ORDER BY ts DESC LIMIT 1) FROM json_array_elements_text(CAST(? AS json)) AS j(value)"
     )
-
-    @staticmethod
-    def search(terms: list[str], every_term: bool, limit: int) -> tuple[str, list[Any]]:
-        """Substrings, case-insensitive, as the trigram index matches them; ranked by how
-        many terms a product matches, then the shorter title."""
-        matches = []
-        params: list[Any] = []
-        for term in terms:
-            escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            pattern = f"%{escaped}%"
-            matches.append("(title ILIKE ? OR brand ILIKE ? OR aliases ILIKE ?)")
-            params += [pattern] * 3
-        rank = " + ".join(f"CASE WHEN {match} THEN 1 ELSE 0 END" for match in matches)
-        where = (" AND " if every_term else " OR ").join(matches)
-        return (
-            "SELECT sku, title, brand, category, aliases FROM products"
-            f" WHERE {where} ORDER BY {rank} DESC, length(title), sku LIMIT ?",
-            [*params, *params, limit],
-        )
 
 
 class MarketStore:
@@ -490,20 +461,6 @@ class MarketStore:
         )
         return [(row[0], int(row[1]), float(row[2])) for row in rows]
 
-    def search(self, text: str, limit: int = 20, every_term: bool = False) -> list[SearchHit]:
-        """Full-text candidates (trigram FTS5 on SQLite, ILIKE on PostgreSQL: either way
-        substrings and Chinese match too).
-
-        Any term matching is the default, for recall when resolving a mention; an
-        autocomplete wants `every_term`, so each word typed narrows the list.
-        """
-        printable = "".join(ch if ch.isprintable() and ch != '"' else " " for ch in text)
-        terms = [t for t in printable.split() if len(t) >= 3]
-        if not terms:
-            return []
-        sql, params = self._queries.search(terms, every_term, limit)
-        return [_hit(row) for row in self._conn().execute(sql, params).fetchall()]
-
     def titles(self, skus: list[str]) -> dict[str, str]:
         if not skus:
             return {}
@@ -514,28 +471,6 @@ class MarketStore:
             .fetchall()
         )
         return {row[0]: row[1] for row in rows}
-
-    def suggest(self, text: str, limit: int = 8) -> list[SearchHit]:
-        """Autocomplete: full-text from three characters, a prefix scan below that."""
-        text = text.replace("\x00", "").strip()
-        if not text:
-            return []
-        hits = self.search(text, limit, every_term=True) if len(text) >= 3 else []
-        if hits:
-            return hits
-        pattern = text.replace("\\", "").replace("%", "").replace("_", "")
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT sku, title, brand, category, aliases FROM products"
-                " WHERE lower(title) LIKE lower(?) || '%' OR lower(brand) LIKE lower(?) || '%'"
-                " OR lower(aliases) LIKE '%' || lower(?) || '%'"
-                " OR sku = ? ORDER BY sku = ? DESC, length(title), sku LIMIT ?",
-                (pattern, pattern, pattern, text, text, limit),
-            )
-            .fetchall()
-        )
-        return [_hit(row) for row in rows]
 
     def all_names(self) -> list[SearchHit]:
         rows = (
