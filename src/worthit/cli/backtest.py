@@ -23,6 +23,7 @@ from worthit.decide.backtest import (
     plan_replay,
     replay,
 )
+from worthit.decide.forecast_replay import compare_policies
 from worthit.facts.builder import FactsBuilder
 from worthit.market.store import MarketStore
 
@@ -69,6 +70,22 @@ def backtest_command(
             "--out", help="Also write every decision to this JSONL file.", show_default=False
         ),
     ] = None,
+    anchors: Annotated[
+        bool,
+        typer.Option(
+            "--anchors",
+            help="Also score the Keepa-style and camelcamelcamel-style rules and always-wait "
+            "on the same decisions.",
+        ),
+    ] = False,
+    forecast: Annotated[
+        bool,
+        typer.Option(
+            "--forecast",
+            help="Also score the forecaster learned from the store's history: alone, with "
+            "the rules, with the Keepa rule (implies --anchors).",
+        ),
+    ] = False,
 ) -> None:
     """Replay the market: the verdict as of each decision day, a shopper who follows it,
     and the share of the clairvoyant saving that shopper captures."""
@@ -85,11 +102,22 @@ def backtest_command(
     names = [hit.sku for hit in store.all_names()]
     chosen = names[:skus] if skus is not None else names
     summary = Summary()
+    policies: dict[str, Score] = {}
     started = time.perf_counter()
+    cpu_started = time.process_time()
+    builder = FactsBuilder(store)
     sink = open(out, "w", encoding="utf-8") if out is not None else None  # noqa: SIM115
     try:
         with bar("replaying", len(chosen)) as update:
-            for outcome in replay(FactsBuilder(store), plan, chosen, update):
+            if anchors or forecast:
+                span = store.price_span()
+                assert span is not None  # plan_replay refused a market without prices
+                outcomes = compare_policies(
+                    builder, plan, chosen, span, policies, forecast=forecast, progress=update
+                )
+            else:
+                outcomes = replay(builder, plan, chosen, update)
+            for outcome in outcomes:
                 summary.add(outcome)
                 if sink is not None:
                     sink.write(json.dumps(outcome.to_dict(), ensure_ascii=False) + "\n")
@@ -97,6 +125,7 @@ def backtest_command(
         if sink is not None:
             sink.close()
     wall_s = round(time.perf_counter() - started, 1)
+    cpu_s = round(time.process_time() - cpu_started, 1)
     params: dict[str, Any] = {
         "from": plan.first.isoformat(),
         "to": plan.last.isoformat(),
@@ -106,18 +135,23 @@ def backtest_command(
         "decision_days": len(plan.days),
     }
     if as_json:
-        print(json.dumps({"params": params, "wall_s": wall_s, **summary.to_dict()}))
+        extra = {"policies": {k: v.to_dict() for k, v in policies.items()}} if policies else {}
+        print(json.dumps({"params": params, "wall_s": wall_s, "cpu_s": cpu_s,
+                          **summary.to_dict(), **extra}))  # fmt: skip
         return
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"decisions {params['from']} to {params['to']} every {every} days, "
-        f"{horizon}-day horizon, {len(chosen)} products: {wall_s} s"
+        f"{horizon}-day horizon, {len(chosen)} products: {wall_s} s ({cpu_s} s CPU)"
     )
     rows = [("all", summary.overall), *sorted(summary.by_category.items())]
     console.print(_table("category", rows))
     costly = sorted(summary.by_reason.items(), key=lambda kv: _missed(kv[1]), reverse=True)
     console.print("the reasons behind the decisions that missed the most saving:")
     console.print(_table("reason", costly[:REASONS_SHOWN], by_reason=True))
+    if policies:
+        console.print("other advice on the same decisions (those worthit bought or waited on):")
+        console.print(_table("policy", [("worthit", summary.overall), *policies.items()]))
     if out is not None:
         console.print(f"{summary.overall.decisions} decisions written to {out}")
 

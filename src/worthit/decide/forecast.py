@@ -1,0 +1,285 @@
+"""A price-drop forecaster learned from the store's own history.
+
+For a product on day d it gives P(the price one unit costs falls by at least `drop`
+within `horizon` days) and the expected lowest price over those days, from the features
+of `forecast_features` (the product's price against its recent lows and averages, time
+since its last drop, the drops and intervals it has shown, its category's and its shop's
+drops, the shop's drops a year earlier on the same days, stock, how new it is).
+
+Why gradient-boosted trees, and scikit-learn's: the features are few, mixed in scale and
+partly missing (no stock feed, no year behind a young shop), which trees take as they
+are; `HistGradientBoostingClassifier`/`Regressor` handle NaN natively and train on
+tens of thousands of rows in a fraction of a second on one core. LightGBM would do the same
+a little faster, but it ships a native library that needs OpenMP at run time and pins
+its own wheels per platform; scikit-learn sits on the numpy/scipy stack worthit already
+depends on, is as well kept, and is deterministic with a fixed seed.
+
+No look-ahead: models are fitted on rolling origins (`RollingOrigins`). The model used on
+day d was fitted at an origin o ≤ d on rows whose label window had closed by o (row day
++ horizon ≤ o), and each row's features read nothing after its own day, so nothing the
+model saw happened after d. Until an origin has enough matured rows there is no model,
+and the caller falls back to the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.ensemble import (  # type: ignore[import-untyped]
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+from worthit.decide.forecast_features import (
+    FEATURES,
+    Calendar,
+    ProductFeatures,
+    ProductSeries,
+    product_features,
+    product_series,
+    shop_signals,
+)
+from worthit.facts.builder import ProductHistory
+
+DEFAULT_DROP = 0.05
+"""A drop worth waiting for: 5 % below today's price."""
+REFIT_EVERY = 21
+"""Days between origins: a model is refitted every three weeks of new history."""
+MIN_ROWS = 300
+MIN_CLASS = 25
+"""An origin needs this many matured rows, and this many of each outcome, for a model."""
+MIN_AGE_DAYS = 14
+"""A product younger than this (days since its first price) is left to the rules."""
+FEATURE_AGE = FEATURES.index("age_days")
+MAX_TRAIN_ROWS = 25_000
+"""Rows drawn (evenly, with a fixed seed) from the matured ones, to keep each fit short."""
+
+
+@dataclass(frozen=True)
+class RollingOrigins:
+    """The refit schedule on a day axis: origins at `start`, `start + every`, ….
+
+    The model for day d is the one fitted at the latest origin ≤ d, on rows whose label
+    window (row day + horizon) ends at or before that origin.
+    """
+
+    start: int
+    every: int
+    horizon: int
+
+    def origin_for(self, day: int) -> int | None:
+        if day < self.start:
+            return None
+        return self.start + (day - self.start) // self.every * self.every
+
+    def trainable(self, row_days: NDArray[np.int64], origin: int) -> NDArray[np.bool_]:
+        """Rows whose labels were known at `origin`: day + horizon ≤ origin."""
+        return np.asarray(row_days + self.horizon <= origin)
+
+    def origins(self, last_day: int) -> list[int]:
+        return list(range(self.start, last_day + 1, self.every))
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """What the model says about one product on one day, with the history behind it."""
+
+    p_drop: float
+    """P(price falls ≥ drop within horizon)."""
+    expected_low: float
+    """Expected lowest price over the horizon (today's included)."""
+    expected_wait_price: float
+    """Expected price paid by waiting: on the first day of such a drop, or at the horizon."""
+    p_worse: float
+    """P(waiting so ends dearer than buying today)."""
+    price: float
+    drop: float
+    horizon: int
+    comparable_moments: int
+    comparable_drops: int
+    """Of the latest comparable moments of this product (same state: near its low, near
+    its high, or between; a week apart at least), how many saw such a drop."""
+    origin: date
+
+    @property
+    def expected_saving(self) -> float:
+        """The share of today's price that waiting is expected to save (negative: cost)."""
+        return 1 - self.expected_wait_price / self.price if self.price > 0 else 0.0
+
+
+def _model_args(seed: int) -> dict[str, Any]:
+    return {
+        "max_iter": 50, "learning_rate": 0.1, "max_leaf_nodes": 15, "min_samples_leaf": 40,
+        "l2_regularization": 1.0, "early_stopping": False, "random_state": seed,
+    }  # fmt: skip
+
+
+def _classifier(seed: int) -> HistGradientBoostingClassifier:
+    return HistGradientBoostingClassifier(**_model_args(seed))
+
+
+def _regressor(seed: int) -> HistGradientBoostingRegressor:
+    return HistGradientBoostingRegressor(**_model_args(seed))
+
+
+@dataclass
+class _Fitted:
+    classifier: HistGradientBoostingClassifier
+    low: HistGradientBoostingRegressor
+    follow: HistGradientBoostingRegressor
+    worse: HistGradientBoostingClassifier | None
+    """None when no matured row ended dearer (nothing to learn it from)."""
+    columns: NDArray[np.bool_]
+    """The features with two values or more at the origin (a young shop has no year
+    behind it, a feed without stock has no stock column)."""
+
+    def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """rows × (P(drop), low ratio, follow ratio, P(waiting ends dearer))."""
+        x = x[:, self.columns]
+        return np.column_stack([
+            self.classifier.predict_proba(x)[:, 1],
+            np.clip(self.low.predict(x), 0.0, 1.0),
+            np.clip(self.follow.predict(x), 0.0, None),
+            self.worse.predict_proba(x)[:, 1] if self.worse is not None else np.zeros(len(x)),
+        ])  # fmt: skip
+
+
+@dataclass
+class StoreForecaster:
+    """Forecasts for every product of a store on every day of its history, each from a
+    model that saw nothing after that day. Built once (`build`), then read (`at`)."""
+
+    calendar: Calendar
+    horizon: int
+    drop: float = DEFAULT_DROP
+    refit_every: int = REFIT_EVERY
+    products: dict[str, ProductFeatures] = field(default_factory=dict)
+    predictions: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    origin_of: dict[str, NDArray[np.int64]] = field(default_factory=dict)
+    fits: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        histories: Iterable[ProductHistory],
+        first: date,
+        last: date,
+        horizon: int,
+        drop: float = DEFAULT_DROP,
+        refit_every: int = REFIT_EVERY,
+    ) -> StoreForecaster:
+        """Series, features and rolling-origin models for the histories over [first, last]."""
+        calendar = Calendar(first, (last - first).days + 1)
+        series = [product_series(h, calendar) for h in histories]
+        forecaster = cls(calendar, horizon, drop, refit_every)
+        forecaster.fit(series)
+        return forecaster
+
+    def fit(self, series: Sequence[ProductSeries]) -> None:
+        """Features for every product-day, then a model per origin and its forecasts for
+        the days until the next origin. One thread: the fits are small, and OpenMP's
+        threads cost more than they bring on a shared two-core machine (3.4 s of CPU
+        against 0.25 s for one fit of 20,000 rows)."""
+        with threadpool_limits(1):
+            self._fit_all(series)
+
+    def _fit_all(self, series: Sequence[ProductSeries]) -> None:
+        cal, h = self.calendar, self.horizon
+        shop = shop_signals(series, self.drop, cal.days)
+        self.products = {s.sku: product_features(s, shop, cal, h, self.drop) for s in series}
+        skus = list(self.products)
+        if not skus:
+            return
+        x = np.vstack([self.products[k].x for k in skus])
+        targets = np.column_stack([
+            np.concatenate([getattr(self.products[k], name) for k in skus])
+            for name in ("fell", "low", "follow")
+        ])  # fmt: skip
+        prices = np.concatenate([self.products[k].price for k in skus])
+        days = np.tile(np.arange(cal.days, dtype=np.int64), len(skus))
+        priced = ~np.isnan(x[:, 0])
+        labelled = priced & ~np.isnan(targets).any(axis=1)
+        schedule = RollingOrigins(start=h + 1, every=self.refit_every, horizon=h)
+        out = np.full((len(days), 4), np.nan)
+        origin_all = np.full(len(days), -1, dtype=np.int64)
+        for origin in schedule.origins(cal.days - 1):
+            rows = np.flatnonzero(labelled & schedule.trainable(days, origin))
+            model = self._fit(x, targets, prices, rows, origin)
+            if model is None:
+                continue
+            serve = np.flatnonzero(priced & (days >= origin) & (days < origin + self.refit_every))
+            if len(serve):
+                out[serve] = model.predict(x[serve])
+                origin_all[serve] = origin
+        n = cal.days
+        for i, sku in enumerate(skus):
+            self.predictions[sku] = out[i * n : (i + 1) * n]
+            self.origin_of[sku] = origin_all[i * n : (i + 1) * n]
+
+    def _fit(
+        self,
+        x: NDArray[np.float64],
+        targets: NDArray[np.float64],
+        prices: NDArray[np.float64],
+        rows: NDArray[np.int64],
+        origin: int,
+    ) -> _Fitted | None:
+        """Four models on the matured rows, each row weighed by its price: the backtest
+        scores savings in money, so a mistake on a dear product costs more."""
+        if len(rows) < MIN_ROWS:
+            return None
+        positives = int(targets[rows, 0].sum())
+        if min(positives, len(rows) - positives) < MIN_CLASS:
+            return None
+        if len(rows) > MAX_TRAIN_ROWS:
+            rng = np.random.default_rng(origin)
+            rows = np.sort(rng.choice(rows, MAX_TRAIN_ROWS, replace=False))
+        train = x[rows]
+        columns = np.array([len(np.unique(c[~np.isnan(c)])) > 1 for c in train.T])
+        train = train[:, columns]
+        y = targets[rows]
+        weight = prices[rows] / prices[rows].mean()
+        dearer = (y[:, 2] > 1 + 1e-9).astype(int)
+        fitted = _Fitted(
+            _classifier(origin).fit(train, y[:, 0].astype(int), sample_weight=weight),
+            _regressor(origin).fit(train, y[:, 1], sample_weight=weight),
+            _regressor(origin).fit(train, y[:, 2], sample_weight=weight),
+            _classifier(origin).fit(train, dearer, sample_weight=weight)
+            if 0 < dearer.sum() < len(dearer)
+            else None,
+            columns,
+        )
+        self.fits += 1
+        return fitted
+
+    def at(self, sku: str, day: date) -> Forecast | None:
+        """The forecast for `sku` at the end of `day`, or None when there is no model for
+        that day yet, the product has no price, or it is too new to judge."""
+        features = self.products.get(sku)
+        i = self.calendar.index(day)
+        if features is None or not 0 <= i < self.calendar.days:
+            return None
+        origin = int(self.origin_of[sku][i])
+        p, low, follow, worse = (float(v) for v in self.predictions[sku][i])
+        if origin < 0 or p != p or features.x[i, FEATURE_AGE] < MIN_AGE_DAYS:
+            return None
+        price = float(features.price[i])
+        moments, drops = (int(v) for v in features.comparable[i])
+        return Forecast(
+            p_drop=round(p, 4),
+            expected_low=round(price * low, 2),
+            expected_wait_price=round(price * follow, 2),
+            p_worse=round(worse, 4),
+            price=price,
+            drop=self.drop,
+            horizon=self.horizon,
+            comparable_moments=moments,
+            comparable_drops=drops,
+            origin=self.calendar.day(origin),
+        )
