@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 
 from worthit.audit.record import canonical_json
 from worthit.facts.sheet import FactSheet
+from worthit.text.lru import LRU
 
 DEFAULT_CAPACITY = 4096
 _AGE = -7_340_061_224_917
@@ -37,7 +37,7 @@ _Parts = tuple[bytes, bytes, bytes]
 class FactsDigests:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._parts: OrderedDict[tuple[str, bytes], _Parts] = OrderedDict()
+        self._parts: LRU[tuple[str, bytes], _Parts] = LRU(capacity)
         self._lock = threading.Lock()
 
     def digest(self, sheet: FactSheet) -> str:
@@ -45,16 +45,12 @@ class FactsDigests:
         key = (sheet.version, canonical_json(sheet.extra))
         with self._lock:
             parts = self._parts.get(key)
-            if parts is not None:
-                self._parts.move_to_end(key)
         if parts is None:
             parts = _split(sheet)
             if parts is None:  # cannot happen for a sheet; be exact anyway
                 return hashlib.sha256(canonical_json(sheet.to_dict())).hexdigest()
             with self._lock:
-                self._parts[key] = parts
-                while len(self._parts) > self.capacity:
-                    self._parts.popitem(last=False)
+                self._parts.put(key, parts)
         head, middle, tail = parts
         return hashlib.sha256(
             head + canonical_json(sheet.as_of) + middle + str(sheet.data_age_ms).encode() + tail

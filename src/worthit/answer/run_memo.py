@@ -12,12 +12,12 @@ decided afresh (live data past its objective) is a new object, and simply misses
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from worthit.decide.verdict import Verdict
 from worthit.explain.explainer import ExplanationRun, RunBasis
 from worthit.facts.sheet import FactSheet
+from worthit.text.lru import LRU
 
 DEFAULT_CAPACITY = 8192
 """As many as the verdict cache keeps."""
@@ -32,23 +32,20 @@ class RunMemo:
     ) -> None:
         self.key_of = key_of
         self.capacity = capacity
-        self._entries: OrderedDict[int, tuple[Verdict, str, RunBasis, str]] = OrderedDict()
+        self._entries: LRU[int, tuple[Verdict, str, RunBasis, str]] = LRU(capacity)
         self._lock = threading.Lock()
 
     def run(self, sheet: FactSheet, verdict: Verdict) -> tuple[ExplanationRun, str]:
         slot = id(verdict)
         with self._lock:
-            entry = self._entries.get(slot)
+            entry = self._entries.peek(slot)
             if entry is not None and entry[0] is verdict and entry[1] == sheet.version:
-                self._entries.move_to_end(slot)
+                self._entries.get(slot)
                 return ExplanationRun(sheet, verdict, entry[2]), entry[3]
         run = ExplanationRun(sheet, verdict)
         key = self.key_of(run)
         with self._lock:
-            self._entries[slot] = (verdict, sheet.version, run.basis, key)
-            self._entries.move_to_end(slot)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            self._entries.put(slot, (verdict, sheet.version, run.basis, key))
         return run, key
 
     def __len__(self) -> int:

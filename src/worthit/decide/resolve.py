@@ -12,7 +12,6 @@ while typing is what a question about it resolves to.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ from worthit.decide.search_index import Match, SearchIndex
 from worthit.decide.search_text import fold
 from worthit.market.entities import SearchHit
 from worthit.market.store import MarketStore
+from worthit.text.lru import LRU
 
 RESOLVE_COVERAGE = 0.75
 """Share of the mention's weight the product must match to be answered."""
@@ -82,8 +82,7 @@ class ProductResolver:
     def __init__(self, store: MarketStore, cache_size: int = 4096) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, Resolution] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: LRU[str, Resolution] = LRU(cache_size)
         self.reload()
 
     def reload(self) -> None:
@@ -129,13 +128,10 @@ class ProductResolver:
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
-                self._cache.move_to_end(key)
                 return cached
         resolution = decide(mention, self.index.search(mention, MAX_CANDIDATES))
         with self._lock:
-            self._cache[key] = resolution
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            self._cache.put(key, resolution)
         return resolution
 
     def suggest(self, text: str, limit: int = 8) -> list[SearchHit]:

@@ -23,7 +23,6 @@ afresh every time and never kept. Within the objective, age changes nothing.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from worthit.decide.rules import (
     DEFAULT_THRESHOLDS,
@@ -33,6 +32,7 @@ from worthit.decide.rules import (
 )
 from worthit.decide.verdict import Verdict
 from worthit.facts.sheet import FactSheet
+from worthit.text.lru import LRU
 
 DEFAULT_CAPACITY = 8192
 """Verdicts kept: a few per product (two languages, the budgets shoppers name)."""
@@ -47,7 +47,7 @@ class VerdictCache:
     ) -> None:
         self.capacity = capacity
         self.thresholds = thresholds
-        self._entries: OrderedDict[_Key, tuple[str, Verdict]] = OrderedDict()
+        self._entries: LRU[_Key, tuple[str, Verdict]] = LRU(capacity)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -62,9 +62,9 @@ class VerdictCache:
             return decide_verdict(sheet, language, self.thresholds, budget)
         key = (sheet.sku, sheet.version, language, budget)
         with self._lock:
-            cached = self._entries.get(key)
+            cached = self._entries.peek(key)
             if cached is not None and cached[0] == sheet.as_of:
-                self._entries.move_to_end(key)
+                self._entries.get(key)
                 self.hits += 1
                 return cached[1]
             self.misses += 1
@@ -72,10 +72,7 @@ class VerdictCache:
         if cached is not None and cached[1] == verdict:
             verdict = cached[1]
         with self._lock:
-            self._entries[key] = (sheet.as_of, verdict)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            self._entries.put(key, (sheet.as_of, verdict))
         return verdict
 
     def _ageless(self, sheet: FactSheet) -> bool:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 
 from worthit.engine.config import EngineConfig
 from worthit.engine.timing.budget import PublishedBudget
+from worthit.text.lru import LRU
 
 REFUSALS_REMEMBERED = 4096
 
@@ -40,7 +40,7 @@ class PrefixWarmer:
         self._lock = threading.Lock()
         self._in_flight: dict[str, int] = {}
         """Request id -> prefix key of each warming request queued or running."""
-        self._refused: OrderedDict[int, int] = OrderedDict()
+        self._refused: LRU[int, int] = LRU(REFUSALS_REMEMBERED)
         """Refusal counts of recent prompt prefixes (bounded)."""
 
     def warm(self, tokens: list[int], cached: int) -> bool:
@@ -88,8 +88,6 @@ class PrefixWarmer:
 
     def _count_refusal(self, key: int) -> int:
         with self._lock:
-            count = self._refused.pop(key, 0) + 1
-            self._refused[key] = count
-            while len(self._refused) > REFUSALS_REMEMBERED:
-                self._refused.popitem(last=False)
+            count = (self._refused.pop(key) or 0) + 1
+            self._refused.put(key, count)
             return count

@@ -24,7 +24,6 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import cast
 
@@ -40,6 +39,7 @@ from worthit.explain.store import (
     ExplanationStore,
     StoredExplanation,
 )
+from worthit.text.lru import LRU
 from worthit.text.time import Clock, now_ms
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class RedisExplanationStore(ReportsOutage):
         self._clock = clock
         self._put = client.register_script(PUT)
         self._lock = threading.Lock()
-        self._memory: OrderedDict[str, StoredExplanation] = OrderedDict()
+        self._memory: LRU[str, StoredExplanation] = LRU(MEMORY_ENTRIES)
         self._touched: dict[str, int] = {}
         self._flushed_at = clock()
         self.outage = RedisOutage(
@@ -99,8 +99,6 @@ class RedisExplanationStore(ReportsOutage):
         now = self._clock()
         with self._lock:
             entry = self._memory.get(key)
-            if entry is not None:
-                self._memory.move_to_end(key)
         if entry is None:
             entry = self._read(key)
             if entry is None and self.backing is not None:
@@ -127,7 +125,7 @@ class RedisExplanationStore(ReportsOutage):
         self._write(entry)
         if entry.failed:
             with self._lock:
-                self._memory.pop(entry.key, None)
+                self._memory.pop(entry.key)
         else:
             self._remember(entry)
 
@@ -191,7 +189,4 @@ class RedisExplanationStore(ReportsOutage):
 
     def _remember(self, entry: StoredExplanation) -> None:
         with self._lock:
-            self._memory[entry.key] = entry
-            self._memory.move_to_end(entry.key)
-            while len(self._memory) > MEMORY_ENTRIES:
-                self._memory.popitem(last=False)
+            self._memory.put(entry.key, entry)

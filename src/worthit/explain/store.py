@@ -12,7 +12,6 @@ interface another backend (Redis, when several processes share the store) implem
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +19,7 @@ from typing import Protocol
 from worthit.db.connection import Connection
 from worthit.db.migrations import Migration, migrate_component
 from worthit.db.open import open_database
+from worthit.text.lru import LRU
 from worthit.text.time import Clock, now_ms
 
 DEFAULT_CAPACITY = 100_000
@@ -112,8 +112,8 @@ class SqliteExplanationStore:
             path, lambda conn: migrate_component(conn, "explanations", MIGRATIONS)
         )
         self._lock = threading.Lock()
-        self._memory: OrderedDict[str, StoredExplanation] = OrderedDict()
-        self._absent: OrderedDict[str, int] = OrderedDict()
+        self._memory: LRU[str, StoredExplanation] = LRU(MEMORY_ENTRIES)
+        self._absent: LRU[str, int] = LRU(MEMORY_ENTRIES)
         """Keys missed lately, with when the miss is forgotten."""
         self._touched: dict[str, int] = {}
         self._flushed_at = clock()
@@ -125,9 +125,7 @@ class SqliteExplanationStore:
         now = self._clock()
         with self._lock:
             entry = self._memory.get(key)
-            if entry is not None:
-                self._memory.move_to_end(key)
-            elif self._absent.get(key, now) > now:
+            if entry is None and (self._absent.peek(key) or now) > now:
                 self.misses += 1
                 return None
         if entry is None:
@@ -205,18 +203,12 @@ class SqliteExplanationStore:
 
     def _remember_absent(self, key: str, now: int) -> None:
         with self._lock:
-            self._absent[key] = now + ABSENT_FOR_MS
-            self._absent.move_to_end(key)
-            while len(self._absent) > MEMORY_ENTRIES:
-                self._absent.popitem(last=False)
+            self._absent.put(key, now + ABSENT_FOR_MS)
 
     def _remember(self, entry: StoredExplanation) -> None:
         with self._lock:
-            self._absent.pop(entry.key, None)
-            self._memory[entry.key] = entry
-            self._memory.move_to_end(entry.key)
-            while len(self._memory) > MEMORY_ENTRIES:
-                self._memory.popitem(last=False)
+            self._absent.pop(entry.key)
+            self._memory.put(entry.key, entry)
 
     def _query_count(self) -> int:
         return int(self._db.connection().execute("SELECT COUNT(*) FROM explanations").fetchone()[0])

@@ -31,7 +31,6 @@ import re
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from pathlib import Path
 from worthit.db.connection import Connection
 from worthit.db.migrations import Migration, migrate_component
 from worthit.db.open import open_database
+from worthit.text.lru import LRU
 
 KEY_PREFIX = "wk_"
 ID_HEX_CHARS = 12
@@ -249,7 +249,7 @@ class TenantStore:
         self.path = str(path)
         self._cache_ttl = cache_ttl
         self._clock = clock
-        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache: LRU[str, _Cached] = LRU(CACHE_MAX_ENTRIES)
         self._cache_lock = threading.Lock()
         self._db = open_database(path, lambda conn: migrate_component(conn, "tenants", MIGRATIONS))
 
@@ -346,7 +346,7 @@ class TenantStore:
             (_utc_now(), key_id),
         )
         with self._cache_lock:
-            self._cache.pop(key_id, None)
+            self._cache.pop(key_id)
         info = self.get(key_id)
         if info is None:
             raise KeyNotFoundError(key_id)
@@ -369,21 +369,17 @@ class TenantStore:
 
     def _cached(self, key_id: str) -> _Cached | None:
         with self._cache_lock:
-            cached = self._cache.get(key_id)
+            cached = self._cache.peek(key_id)
             if cached is None:
                 return None
             if self._clock() - cached.read_at >= self._cache_ttl:
-                del self._cache[key_id]
+                self._cache.pop(key_id)
                 return None
-            self._cache.move_to_end(key_id)
-            return cached
+            return self._cache.get(key_id)
 
     def _remember(self, key_id: str, cached: _Cached) -> None:
         with self._cache_lock:
-            self._cache[key_id] = cached
-            self._cache.move_to_end(key_id)
-            while len(self._cache) > CACHE_MAX_ENTRIES:
-                self._cache.popitem(last=False)
+            self._cache.put(key_id, cached)
 
 
 def parse_key_id(key: str) -> str:

@@ -1,0 +1,52 @@
+"""One bounded least-recently-used mapping, for the in-process caches every layer keeps
+(verdicts, resolutions, explanation runs, stored explanations, API keys, …).
+
+It holds no lock: each owner already takes its own around more than the mapping (a
+counter, a second map), so a lock here would be taken twice.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """At most `capacity` entries; putting one more forgets the least recently used."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        """The value, now the most recently used; None when absent."""
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def peek(self, key: K) -> V | None:
+        """The value, its place left as it is (a caller that may not count it a use)."""
+        return self._entries.get(key)
+
+    def put(self, key: K, value: V) -> None:
+        """Set `key` as the most recently used, then forget the oldest beyond capacity."""
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def pop(self, key: K) -> V | None:
+        return self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
