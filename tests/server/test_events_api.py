@@ -111,8 +111,8 @@ def test_bad_events_are_named_by_index_and_field_and_the_good_ones_land(
         "applied": ["e1", "e5"],
         "duplicates": ["e1"],
         "rejected": [
-            {"index": 1, "field": "price", "message": "Input should be greater than or equal to 0.01",
-             "event_id": "e2"},
+            {"index": 1, "field": "price",
+             "message": "Input should be greater than or equal to 0.01", "event_id": "e2"},
             {"index": 2, "field": "(event)", "message": "expected a JSON object"},
             {"index": 3, "field": "sku", "event_id": "e4",
              "message": "unknown sku 'NO-SUCH-SKU': send its product event first"},
