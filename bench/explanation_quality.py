@@ -215,30 +215,45 @@ def report(scored: list[Scored], title: str) -> dict[str, dict[str, float]]:
     return figures
 
 
+def _row(s: Scored) -> dict[str, Any]:
+    """A scored pair for reading: the inputs, the text and what the checker found."""
+    row = dict(s.record)
+    row.pop("target", None)
+    row.update(
+        text=s.text,
+        faithful=s.result.faithful,
+        specific=s.result.specific,
+        fluent=s.result.fluent,
+        failures=[f"{code}: {detail}" for code, detail in s.result.failures],
+    )
+    if s.seconds:
+        row["seconds"] = round(s.seconds, 3)
+    return row
+
+
 def write_out(scored: list[Scored], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for s in scored:
-            row = dict(s.record)
-            row.pop("target", None)
-            row.update(
-                text=s.text,
-                faithful=s.result.faithful,
-                specific=s.result.specific,
-                fluent=s.result.fluent,
-                failures=[f"{code}: {detail}" for code, detail in s.result.failures],
-            )
-            if s.seconds:
-                row["seconds"] = round(s.seconds, 3)
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(json.dumps(_row(s), ensure_ascii=False) + "\n")
 
 
-def generate_all(writer: Writer, records: list[dict[str, Any]]) -> list[Scored]:
+def generate_all(
+    writer: Writer, records: list[dict[str, Any]], progress: Path | None = None
+) -> list[Scored]:
+    """Each record's explanation, scored; with `progress`, each scored pair is also
+    appended there as it is done, so a long run on a busy host can be read before it ends."""
     scored = []
+    if progress is not None:
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        progress.write_text("")
     for i, record in enumerate(records, 1):
         started = time.perf_counter()
         text = writer.write(_gold_inputs(record))
         scored.append(score(record, text, time.perf_counter() - started))
+        if progress is not None:
+            with progress.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(_row(scored[-1]), ensure_ascii=False) + "\n")
         mark = "ok" if scored[-1].result.ok else scored[-1].result.code
         print(f"{i:4d}/{len(records)} {record['language']} {mark}", file=sys.stderr)
     return scored
@@ -270,7 +285,8 @@ def main() -> None:
             records = list(from_market(args.db, args.per_language or 60, args.seed))
         writer = Writer(args.model, args.lora, args.threads)
         started = time.perf_counter()
-        scored = generate_all(writer, records)
+        progress = None if args.out is None else args.out.with_suffix(".partial.jsonl")
+        scored = generate_all(writer, records, progress)
         elapsed = time.perf_counter() - started
         where = args.gold or args.db
         title = (
@@ -283,6 +299,7 @@ def main() -> None:
             report(gold, "the gold targets of the same inputs")
     if args.out:
         write_out(scored, args.out)
+        args.out.with_suffix(".partial.jsonl").unlink(missing_ok=True)
         print(f"pairs written to {args.out}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
