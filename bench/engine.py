@@ -163,8 +163,18 @@ async def one_request(
     return Result(scheduled, ttft, time.monotonic() - scheduled, tokens, finish, 200)
 
 
+def served_model(port: int, target: str) -> str:
+    """The id to send: worthit answers an id its /v1/models does not list with a 404, as
+    OpenAI does; the llama.cpp servers serve their one model whatever the id says."""
+    if not target.startswith("worthit"):
+        return "m"
+    listed = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+    return str(listed["data"][0]["id"])
+
+
 async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str) -> list[Result]:
     rnd = random.Random(args.seed)
+    model = served_model(port, target)
     probs = zipf_sampler(args.products, args.zipf, rnd)
     start = time.monotonic() + 0.5
     t = 0.0
@@ -179,7 +189,7 @@ async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str
                 break
             product = rnd.choices(range(args.products), probs)[0]
             body: dict[str, object] = {
-                "model": "m",
+                "model": model,
                 "messages": [
                     {"role": "system", "content": product_prompt(product)},
                     {"role": "user", "content": rnd.choice(QUESTIONS)},
@@ -206,10 +216,11 @@ async def single_stream(ports: dict[str, int], trials: int) -> dict[str, dict[st
         t: httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60)
         for t, port in ports.items()
     }
+    models = {t: served_model(port, t) for t, port in ports.items()}
 
     async def ask(target: str, product: int, question: str, max_tokens: int) -> Result:
         body = {
-            "model": "m",
+            "model": models[target],
             "messages": [
                 {"role": "system", "content": product_prompt(product)},
                 {"role": "user", "content": question},

@@ -229,6 +229,27 @@ def test_worthit_model_through_the_openai_sdk(open_service: LiveServer) -> None:
     assert plain.model == "fake-model" and plain.usage is not None
 
 
+def test_worthit_model_counts_usage_whatever_wrote_the_text(open_service: LiveServer) -> None:
+    """Before, `usage` was all zeros unless the model wrote the explanation now: a stored
+    or template text, and the verdict's lead, cost the client tokens it was not told of."""
+    import openai
+
+    api = openai.OpenAI(base_url=open_service.base_url + "/v1", api_key="demo", max_retries=0)
+    question = [{"role": "user", "content": "Is the Aurora NC700 worth buying?"}]
+    reply = api.chat.completions.create(model="worthit", messages=question, max_tokens=16)  # type: ignore[arg-type]
+    usage = reply.usage
+    assert usage is not None and usage.prompt_tokens > 0
+    assert usage.completion_tokens >= len((reply.choices[0].message.content or "").split()) > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    streamed = None
+    for chunk in api.chat.completions.create(
+        model="worthit", messages=question, max_tokens=16, stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True},
+    ):  # fmt: skip
+        streamed = chunk.usage or streamed
+    assert streamed is not None and streamed.completion_tokens > 0 and streamed.prompt_tokens > 0
+
+
 def test_client_disconnect_mid_stream_aborts_the_engine_request(market_copy: Path) -> None:
     """The client leaves once the engine runs its explanation: a client gone between the
     verdict and the flow's engine request leaves nothing to abort, which is the likely

@@ -65,10 +65,10 @@ def test_streaming_matches_non_streaming():
     engine = fake_engine()
     with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
-        whole = api.chat.completions.create(model="m", messages=QUESTION, max_tokens=12)
+        whole = api.chat.completions.create(model="fake-model", messages=QUESTION, max_tokens=12)
         parts, finish, usage = [], None, None
         for chunk in api.chat.completions.create(
-            model="m", messages=QUESTION, max_tokens=12, stream=True,
+            model="fake-model", messages=QUESTION, max_tokens=12, stream=True,
             stream_options={"include_usage": True},
         ):  # fmt: skip
             if chunk.usage is not None:
@@ -84,20 +84,46 @@ def test_streaming_matches_non_streaming():
     engine.close()
 
 
+def test_unknown_model_is_openais_404_model_not_found():
+    """Before: the engine tried the request and a mistyped id came back as a 503 deadline
+    refusal; OpenAI answers 404 `model_not_found`, which the SDK raises as NotFoundError."""
+    engine = fake_engine()
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
+        api = client(server)
+        for stream in (False, True):
+            with pytest.raises(openai.NotFoundError) as missing:
+                api.chat.completions.create(model="gpt-4o", messages=QUESTION, stream=stream)
+            error = missing.value.body
+            assert missing.value.status_code == 404
+            assert error["type"] == "invalid_request_error"  # type: ignore[index]
+            assert error["param"] == "model"  # type: ignore[index]
+            assert error["code"] == "model_not_found"  # type: ignore[index]
+            assert "fake-model" in error["message"]  # type: ignore[index]
+        listed = [m.id for m in api.models.list().data]
+        assert api.chat.completions.create(model=listed[0], messages=QUESTION, max_tokens=2)
+    ran = sum(s.value for s in engine.metrics.finished.collect()[0].samples
+              if s.name.endswith("_total"))  # fmt: skip
+    assert ran == 1  # the 404s never reached the engine
+    engine.close()
+
+
 def test_bad_field_is_a_400_naming_it():
     engine = fake_engine()
     with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
         api = client(server)
         with pytest.raises(openai.BadRequestError) as bad:
             api.chat.completions.create(
-                model="m", messages=QUESTION, extra_body={"priority": "urgent"}
+                model="fake-model", messages=QUESTION, extra_body={"priority": "urgent"}
             )
         assert bad.value.body is not None and bad.value.body["param"] == "priority"  # type: ignore[index]
         with pytest.raises(openai.BadRequestError) as bad:
-            api.chat.completions.create(model="m", messages=[{"role": "robot", "content": "x"}])  # type: ignore[list-item]
+            api.chat.completions.create(
+                model="fake-model",
+                messages=[{"role": "robot", "content": "x"}],  # type: ignore[list-item]
+            )
         assert "messages.0.role" in str(bad.value)
         with pytest.raises(openai.BadRequestError) as bad:
-            api.chat.completions.create(model="m", messages=QUESTION, user="u" * 300)
+            api.chat.completions.create(model="fake-model", messages=QUESTION, user="u" * 300)
         assert bad.value.body["param"] == "user"  # type: ignore[index]
         assert "at most 256" in str(bad.value)
     engine.close()
@@ -111,7 +137,7 @@ def test_unmeetable_deadline_is_refused_without_retry():
         api = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=2)
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
-                model="m", messages=QUESTION, extra_body={"deadline_ms": 100}
+                model="fake-model", messages=QUESTION, extra_body={"deadline_ms": 100}
             )
         assert refused.value.status_code == 503
         assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
@@ -129,11 +155,12 @@ def test_deadline_policy_complete_needs_every_token_to_fit():
         api = client(server)
         with pytest.raises(openai.InternalServerError) as refused:
             api.chat.completions.create(
-                model="m", messages=QUESTION, max_tokens=1000, extra_body={"deadline_ms": 2000}
-            )
+                model="fake-model", messages=QUESTION, max_tokens=1000,
+                extra_body={"deadline_ms": 2000},
+            )  # fmt: skip
         assert refused.value.body["code"] == "deadline_unmeetable"  # type: ignore[index]
         reply = api.chat.completions.create(
-            model="m", messages=QUESTION, max_tokens=1000,
+            model="fake-model", messages=QUESTION, max_tokens=1000,
             extra_body={"deadline_ms": 2000, "deadline_policy": "sentence"},
         )  # fmt: skip
         assert reply.choices[0].finish_reason in ("stop", "deadline")
@@ -145,7 +172,7 @@ def test_client_disconnect_mid_stream_aborts_and_frees_kv():
     engine = fake_engine()
     engine.runner.step_delay_s = (0.005, 0.0)  # type: ignore[attr-defined]
     with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
-        body = {"model": "m", "messages": QUESTION, "max_tokens": 1000, "stream": True}
+        body = {"model": "fake-model", "messages": QUESTION, "max_tokens": 1000, "stream": True}
         with httpx.Client(base_url=server.base_url) as http:
             with http.stream("POST", "/v1/chat/completions", json=body) as response:
                 lines = response.iter_lines()
@@ -170,7 +197,7 @@ def test_client_disconnect_mid_stream_aborts_and_frees_kv():
 
 def tenants_while_streaming(server: LiveServer, engine: Engine, users: list[dict[str, str]]) -> int:
     """The most tenants the engine counts while one long stream per `users` entry runs."""
-    body = {"model": "m", "messages": QUESTION, "max_tokens": 2000, "stream": True}
+    body = {"model": "fake-model", "messages": QUESTION, "max_tokens": 2000, "stream": True}
     with httpx.Client(base_url=server.base_url) as http, ExitStack() as streams:
         reading = []  # a line iterator dropped would close its stream
         for headers in users:
@@ -236,3 +263,18 @@ def test_real_model_through_the_sdk(model_path):
         metrics = httpx.get(server.base_url + "/metrics").text
         assert "worthit_engine_time_to_first_token_seconds_count" in metrics
         assert "worthit_engine_prefix_cache_hit_tokens_total" in metrics
+
+
+def test_latency_histograms_reach_a_minute_for_ttft_and_e2e():
+    """Before, the buckets ended at 10 s: on a slow host `histogram_quantile` read 10 for
+    every slower request, as 75 of 80 observations sat in +Inf."""
+    engine = fake_engine()
+    with LiveServer(create_app(ENGINE_ONLY, engine=engine)) as server:
+        client(server).chat.completions.create(model="fake-model", messages=QUESTION, max_tokens=2)
+        metrics = httpx.get(server.base_url + "/metrics").text
+    engine.close()
+    for name in ("time_to_first_token_seconds", "e2e_latency_seconds"):
+        prefix = f"worthit_engine_{name}_bucket"
+        lines = [line for line in metrics.splitlines() if line.startswith(prefix)]
+        bounds = {float(line.split('le="')[1].split('"')[0]) for line in lines}
+        assert max(b for b in bounds if b != float("inf")) >= 60, name

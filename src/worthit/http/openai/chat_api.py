@@ -7,7 +7,10 @@ and `deadline_policy` ("complete", the default: the answer's expected length, a 
 quantile of what recent answers produced, bounded by max_tokens, by the deadline, and a
 longer one stopped at a sentence end; or "sentence": one sentence by the deadline). A
 request the engine cannot serve before its deadline is refused at once with HTTP 503,
-`code: "deadline_unmeetable"` and `x-should-retry: false`.
+`code: "deadline_unmeetable"` and `x-should-retry: false`. A model id that GET /v1/models
+does not list is a 404 `model_not_found`, as OpenAI answers it, before any engine work: a
+client that mistyped the id learns that, not that the engine could not fit its request.
+No model at all means the engine's, as vLLM takes it.
 
 OpenAI's `user` names the engine's fair share on plain chat when the server has no keys
 (caller.fair_share_key); the answer flow's tenant, which its audit record keeps, is only
@@ -45,9 +48,7 @@ DEFAULT_MAX_TOKENS = 256
 
 @router.get("/v1/models")
 async def models(state: StateDep) -> dict[str, Any]:
-    ids = [_engine(state).model_id]
-    if state.service is not None:
-        ids.insert(0, MODEL_ID)
+    ids = model_ids(state)
     return {
         "object": "list",
         "data": [
@@ -61,6 +62,15 @@ async def models(state: StateDep) -> dict[str, Any]:
 async def chat_completions(
     body: ChatCompletionRequest, request: Request, state: StateDep
 ) -> JSONResponse | StreamingResponse:
+    if body.model is not None and not (body.model == MODEL_ID and state.service is not None):
+        known = model_ids(state)  # the engine's id: a 503 while it is still loading
+        if body.model not in known:
+            return error_response(
+                404,
+                f"The model {body.model!r} does not exist; this server serves "
+                f"{', '.join(known)} (GET /v1/models).",
+                "invalid_request_error", "model", "model_not_found",
+            )  # fmt: skip
     priority = request_priority(request, body.priority)
     asked = body.max_completion_tokens or body.max_tokens
     if body.model == MODEL_ID and state.service is not None:
@@ -134,6 +144,15 @@ async def chat_completions(
             extras | evidence(done),
         )
     )
+
+
+def model_ids(state: ServiceState) -> list[str]:
+    """The ids a request may name: the `worthit` model when a market is served, then the
+    engine's model (the GGUF's file name, or the remote replicas' id)."""
+    ids = [_engine(state).model_id]
+    if state.service is not None:
+        ids.insert(0, MODEL_ID)
+    return ids
 
 
 def _engine(state: ServiceState) -> Engine | Router:

@@ -4,13 +4,22 @@ The last user message is the shopper's question. The answer leads with the verdi
 its reasons (known before any model work), then the explanation streams after them, so
 an OpenAI client gets the same grounded answer as /v1/decide, and the same evidence in
 the completion's `worthit` extension.
+
+`usage` counts what the client sent and received, as OpenAI's does, with the engine's
+tokenizer: `completion_tokens` are the tokens of the message's content (the verdict's lead
+and the explanation, whether the model wrote it now, the store kept it or it is the
+template's), `prompt_tokens` the engine's prompt when the model wrote the explanation for
+this answer, else the question's. With remote engines there is no tokenizer in this
+process, so the model's own counts are reported (0 for stored and template text). What the
+model generated for this answer, what a tenant's budget is charged, stays in the
+extension's `tokens`.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -58,9 +67,15 @@ async def worthit_chat(
     )
     pieces = _pieces(events, budget)
     created = int(time.time())
+    count = _token_counter(state)
     if body.stream:
         return StreamingResponse(
-            _chunks(pieces, completion_id, created),
+            _chunks(
+                pieces,
+                completion_id,
+                created,
+                lambda text, final: _usage(count, question, text, final),
+            ),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache"},
         )
@@ -70,7 +85,13 @@ async def worthit_chat(
         extension = final or extension
     return FastJSONResponse(
         completion_object(
-            completion_id, created, MODEL_ID, text, "stop", _usage(extension), extension
+            completion_id,
+            created,
+            MODEL_ID,
+            text,
+            "stop",
+            _usage(count, question, text, extension),
+            extension,
         )
     )
 
@@ -140,23 +161,47 @@ def _lead(decision: Decision) -> str:
 
 
 async def _chunks(
-    pieces: AsyncGenerator[tuple[str, dict[str, Any] | None]], completion_id: str, created: int
+    pieces: AsyncGenerator[tuple[str, dict[str, Any] | None]],
+    completion_id: str,
+    created: int,
+    usage: Callable[[str, dict[str, Any]], dict[str, int]],
 ) -> AsyncIterator[str]:
     def chunk(delta: dict[str, str], finish: str | None, **extra: Any) -> str:
         return chat_chunk(completion_id, created, MODEL_ID, delta, finish, **extra)
 
     yield chunk({"role": "assistant", "content": ""}, None)
+    sent = ""
     async with aclosing(pieces):
         async for text, final in pieces:
             if text:
+                sent += text
                 yield chunk({"content": text}, None)
             if final is not None:
-                yield chunk({}, "stop", usage=_usage(final), worthit=final)
+                yield chunk({}, "stop", usage=usage(sent, final), worthit=final)
     yield DONE_LINE
 
 
-def _usage(extension: dict[str, Any]) -> dict[str, int]:
+TokenCounter = Callable[[str], int] | None
+
+
+def _token_counter(state: ServiceState) -> TokenCounter:
+    """The in-process engine's tokenizer (it only reads the vocabulary, so any thread may
+    call it); None with remote engines or before the model has loaded."""
+    engine = state.engine
+    if state.remote is not None or engine is None:
+        return None
+    runner = engine.runner
+    return lambda text: len(runner.tokenize(text, add_special=False)) if text else 0
+
+
+def _usage(
+    count: TokenCounter, question: str, text: str, extension: dict[str, Any]
+) -> dict[str, int]:
+    """OpenAI's usage for the content sent (see the module's docstring for what counts)."""
     tokens = extension.get("tokens") or {}
     prompt, completion = int(tokens.get("prompt", 0)), int(tokens.get("completion", 0))
+    if count is not None:
+        prompt = prompt if completion else count(question)
+        completion = count(text)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}  # fmt: skip
