@@ -216,7 +216,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "近90天里有{share}%的价格都比现在高",
         ),
         "well_rated": (
-            "口碑不错，{count}条评价评分{rating}/5",
+            "口碑不错，{count}条评价的评分为{rating}/5",
             "{count}条评价给出{rating}/5的评分，口碑不错",
         ),
         "above_90d_avg": (
