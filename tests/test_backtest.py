@@ -172,6 +172,8 @@ def test_the_command_prints_the_summary_and_writes_every_decision(
     table = run_cli("backtest", *args)
     assert table.returncode == 0, table.stderr
     assert "33.3%" in table.stdout and "headphones" in table.stdout
+    for column in ("captured:", "worse:", "regret:", "BUY↓5%:", "missed:"):
+        assert column in table.stdout  # a legend under the tables says what each means
     bad = run_cli("backtest", "--db", str(market), "--from", "soon")
     assert bad.returncode == 2 and "--from" in bad.stderr
 

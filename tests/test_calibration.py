@@ -182,6 +182,7 @@ def test_the_cli_prints_a_reliability_table_and_saves_the_evidence(
     assert json.loads(stored.stdout)["reliability"] == report["reliability"]
     shown = run_cli("calibration", "--db", str(db), "--stored")
     assert shown.returncode == 0 and "predicted" in shown.stdout and "calibrated" in shown.stdout
+    assert "expected calibration error: the outcome-weighted mean" in shown.stdout  # legend
     missing = run_cli("calibration", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 2 and "no database" in missing.stderr
 

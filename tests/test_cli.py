@@ -116,6 +116,52 @@ def test_human_output_shows_verdict_then_explanation_then_timings(market: Path) 
     assert "data age" in out
 
 
+def test_an_uncalibrated_answer_says_so(market: Path) -> None:
+    """Before: "calibrated confidence 0.85 (from 0 outcomes)", which the calibration
+    report then contradicted; with no outcome recorded the figure is the rules' own."""
+    result = run_cli("ask", "--db", str(market), "--no-llm", *AS_OF, "--sku", "S1", "?")
+    assert result.returncode == 0, result.stderr
+    assert "not calibrated yet: 0 outcomes; rules' own confidence" in result.stdout
+    assert "calibrated confidence" not in result.stdout
+
+
+def test_help_lists_each_command_as_its_own_help_says() -> None:
+    """`worthit --help` lists the commands from a table, without importing them (fast
+    start); the table must say what each command's own help says."""
+    import typer.main
+
+    from worthit.cli.app import COMMANDS, load_command
+
+    listed = run_cli("--help")
+    assert listed.returncode == 0
+    for name, (_, _, short) in COMMANDS.items():
+        command = load_command(name)
+        assert " ".join((command.help or "").split()).startswith(short), name
+        assert name in listed.stdout
+    assert typer.main  # the real commands load through Typer as before
+
+
+def test_help_and_a_template_answer_import_no_model_server_or_scipy(market: Path) -> None:
+    """What made every command take seconds to start: llama.cpp, FastAPI, scipy and
+    scikit-learn imported whether the command used them or not."""
+    heavy = ("llama_cpp", "fastapi", "uvicorn", "scipy", "sklearn", "worthit.engine.engine")
+    probe = (
+        "import runpy, sys\n"
+        "sys.argv = ['worthit', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('worthit', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    import subprocess
+    import sys
+
+    for args in (["--help"], ["ask", "--db", str(market), "--no-llm", *AS_OF, "--sku", "S1", "?"]):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=300
+        ).stdout
+        assert "LOADED []" in out, (args, out[-300:])
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

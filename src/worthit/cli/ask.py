@@ -12,14 +12,15 @@ from rich.console import Console
 from worthit.answer.events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.cli.engine_host import run_with_engine
-from worthit.cli.market import build_demo
 from worthit.cli.options import (
     AsOfOption,
     DbOption,
     JsonOption,
+    LoraOption,
     as_of_ms,
     db_exists,
     market_db,
+    model_files,
     refuse_unanswerable,
 )
 from worthit.cli.progress import stderr
@@ -27,10 +28,7 @@ from worthit.cli.render import print_timings, print_unresolved, print_verdict
 from worthit.db.open import is_postgres
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decision, DecisionStatus
-from worthit.engine.config import EngineConfig
-from worthit.engine.engine import Engine
-from worthit.engine.model_files import MODEL_ENV, resolve_model_path
-from worthit.engine.runner import LlamaRunner
+from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
@@ -63,6 +61,7 @@ def ask_command(
             "Default: none, the model finishes.",
         ),
     ] = None,
+    lora: LoraOption = None,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     as_of: AsOfOption = None,
     no_llm: Annotated[
@@ -77,11 +76,15 @@ def ask_command(
     moment = as_of_ms(as_of)
     engine = None
     model_id = None
-    if not no_llm:
+    if not no_llm:  # llama.cpp and the engine are imported only for the model's answer
+        from worthit.engine.config import EngineConfig
+        from worthit.engine.engine import Engine
+        from worthit.engine.runner import LlamaRunner
+
         config = EngineConfig(context_size=ASK_CONTEXT, n_threads=threads, max_sequences=2)
-        model_path = resolve_model_path(model)
-        engine = Engine(LlamaRunner(model_path, config), config)
-        model_id = model_identity(model_path)
+        model_path, lora_path = model_files(model, lora)
+        engine = Engine(LlamaRunner(model_path, config, lora_path), config)
+        model_id = model_identity(model_path, lora_path)
     try:
         store = _open_or_build(market_db(db))
         refuse_unanswerable(moment, store)
@@ -103,6 +106,9 @@ def ask_command(
         calibration=calibration,
     )
     out = Console(highlight=False, soft_wrap=True)
+    # the model's first words can take a minute on a loaded machine: say it is writing
+    waiting = stderr.status("[dim]the model is writing the explanation…[/]", spinner="dots")
+    spin = engine is not None and not as_json and stderr.is_terminal
 
     async def answer() -> Finished:
         finished: Finished | None = None
@@ -112,15 +118,21 @@ def ask_command(
             deadline_s=None if deadline_ms is None else deadline_ms / 1000,
             max_tokens=max_tokens,
         )
-        async for event in events:
-            if isinstance(event, VerdictReady):
-                if not as_json:
-                    _show_decision(out, event, moment)
-            elif isinstance(event, Delta):
-                if not as_json:
-                    out.print(event.text, end="", markup=False)
-            else:
-                finished = event
+        try:
+            async for event in events:
+                if isinstance(event, VerdictReady):
+                    if not as_json:
+                        _show_decision(out, event, moment)
+                    if spin and event.decision.status is DecisionStatus.ANSWERED:
+                        waiting.start()
+                elif isinstance(event, Delta):
+                    waiting.stop()  # before stdout writes under the spinner's line
+                    if not as_json:
+                        out.print(event.text, end="", markup=False)
+                else:
+                    finished = event
+        finally:
+            waiting.stop()
         assert finished is not None
         return finished
 
@@ -149,6 +161,8 @@ def _open_or_build(path: str | Path) -> MarketStore:
     fresh = not db_exists(path)
     store = MarketStore(path)
     if fresh or store.count_products() == 0:
+        from worthit.cli.market import build_demo  # the simulator, only to build
+
         stderr.print(f"no market at {path}: building the demo market first")
         build_demo(store)
     return store
@@ -167,14 +181,20 @@ def _show_decision(out: Console, event: VerdictReady, moment: int | None) -> Non
 
 
 def _show_calibrated(out: Console, decision: Decision) -> None:
-    """The calibrated confidence beside the rule's, as the API's `calibrated_confidence`."""
+    """Where calibration stands, beside the rule's confidence (the API's
+    `calibrated_confidence` and `calibration_evidence`): with no recorded outcome the
+    calibrated figure is the rules' own, and saying "calibrated" then would be false."""
     calibrated = decision.calibrated
-    if calibrated is not None:
-        out.print(
-            f"  [dim]calibrated confidence {calibrated.confidence:.2f} "
-            f"(from {calibrated.evidence} outcomes)[/]",
-            highlight=False,
+    if calibrated is None:
+        return
+    if calibrated.evidence == 0:
+        line = "not calibrated yet: 0 outcomes; rules' own confidence (worthit calibration --save)"
+    else:
+        line = (
+            f"calibrated confidence {calibrated.confidence:.2f} "
+            f"(from {calibrated.evidence} outcomes)"
         )
+    out.print(f"  [dim]{line}[/]", highlight=False)
 
 
 def _show_end(out: Console, finished: Finished) -> None:

@@ -152,8 +152,25 @@ def backtest_command(
     if policies:
         console.print("other advice on the same decisions (those worthit bought or waited on):")
         console.print(_table("policy", [("worthit", summary.overall), *policies.items()]))
+    console.print(legend(horizon), highlight=False)
     if out is not None:
         console.print(f"{summary.overall.decisions} decisions written to {out}")
+
+
+def legend(horizon: int) -> str:
+    """What each column means, printed under the tables: the scores are Etzioni et al.'s
+    (docs/verdict.md), which a reader of the table should not need to look up."""
+    return "\n".join((
+        "[dim]n: decisions (one product on one decision day); BUY WAIT SKIP N/A: the verdicts "
+        "(N/A: insufficient data)",
+        "captured: the saving against buying at once, as a share of a clairvoyant's who "
+        f"paid the lowest price of the next {horizon} days (BUY and WAIT decisions)",
+        "worse: the share of those decisions that paid more than buying at once",
+        "regret: the mean of 100 · (paid − lowest) / lowest, in %",
+        f"BUY↓5%: the share of BUYs followed by a price at least 5% lower within {horizon} days",
+        "missed: the clairvoyant saving those decisions did not capture, in the market's "
+        "currency[/]",
+    ))  # fmt: skip
 
 
 def _day(text: str | None, option: str) -> date | None:

@@ -96,10 +96,31 @@ def calibration_command(
     ece = report["calibration_error"]
     console.print(f"expected calibration error: {'—' if ece is None else f'{100 * ece:.1f} pts'}")
     console.print(_posterior_table(report["posteriors"]))
+    console.print(LEGEND, highlight=False)
     if report["saved"]:
         console.print(
             f"saved: the server calibrates on these outcomes from its next start ({path})"
         )
+    elif not stored:
+        console.print(
+            "not saved: answers calibrate only on outcomes saved with --save and on "
+            "shoppers' feedback"
+        )
+
+
+LEGEND = "\n".join((
+    "[dim]advice is right: a BUY unless a price at least 5% lower came within the horizon; "
+    "a WAIT when following it paid less than buying at once; from feedback, what the "
+    "shopper did (docs/verdict.md)",
+    "first table, per bin of the rules' confidence: n outcomes; predicted, their mean "
+    "confidence; observed, the share right, with its Clopper–Pearson 95% interval; "
+    "sources, where the outcomes came from",
+    "expected calibration error: the outcome-weighted mean of |observed − predicted|",
+    "second table, per verdict and category: rule, the mean confidence; observed, the share "
+    "right; calibrated, what answers show (the rule's confidence as a prior, moved toward "
+    "observed as outcomes add up), with its credible interval[/]",
+))  # fmt: skip
+"""What the columns mean, printed under the tables."""
 
 
 def _report(evidence: list[Evidence], bins: int) -> dict[str, Any]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from worthit.engine.engine import Engine
+if TYPE_CHECKING:  # llama.cpp's import is seconds: commands without a model skip it
+    from worthit.engine.engine import Engine
 
 T = TypeVar("T")
 

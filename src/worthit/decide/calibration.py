@@ -38,8 +38,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from scipy import stats  # type: ignore[import-untyped]  # scipy ships no type hints
-
 from worthit.decide.as_of import end_of_day_ms
 from worthit.decide.backtest import LOWER_AFTER_BUY, Outcome, ReplayPlan, replay
 from worthit.decide.feedback import Answered, BacktestTally, Feedback, FeedbackStore, Recorded
@@ -159,7 +157,10 @@ class Calibration:
             return Tally(found.successes, found.failures)
 
     def posterior(self, verdict: str, category: str, confidence: float) -> Any:
-        """The frozen `scipy.stats.beta` of this advice being right."""
+        """The frozen `scipy.stats.beta` of this advice being right (scipy is imported
+        here: it takes seconds to import, and answering needs only `calibrate`)."""
+        from scipy import stats  # type: ignore[import-untyped]  # scipy ships no type hints
+
         a, b = prior(confidence, self.strength)
         tally = self.tally(verdict, category)
         return stats.beta(a + tally.successes, b + tally.failures)
@@ -304,6 +305,8 @@ class Bin:
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """Clopper–Pearson interval of the observed rate."""
+        from scipy import stats  # a report's cost, not an answer's (see posterior)
+
         ci = stats.binomtest(self.successes, self.n).proportion_ci(level)
         return float(ci.low), float(ci.high)
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jinja2.exceptions import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
 from worthit.engine.errors import PromptTooLongError
 
 ChatMessage = Mapping[str, str]
@@ -32,11 +29,17 @@ CHATML = (
 
 
 def _raise(message: str) -> None:
+    from jinja2.exceptions import TemplateError
+
     raise TemplateError(message)
 
 
 class ChatTemplate:
     def __init__(self, source: str | None, bos_token: str = "", eos_token: str = "") -> None:
+        # jinja2 only where a template is compiled: a command that answers without the
+        # model (`ask --no-llm`) imports this module but never builds one
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise
         self.source = source or CHATML
