@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
@@ -30,11 +31,13 @@ from worthit.explain.keys import model_identity
 from worthit.explain.store import ExplanationStore, SqliteExplanationStore
 from worthit.facts.cache import FactsCache, SheetTier
 from worthit.market.store import MarketStore
-from worthit.service.event_service import EventService, start_events
 from worthit.service.settings import ServiceSettings
 from worthit.service.shared_state import SharedState
 from worthit.text.time import Clock, now_ms
 from worthit.watches.deliver import WatchService
+
+if TYPE_CHECKING:  # feeds, Redis Streams, the live feed: a server's, not `ask`'s, imports
+    from worthit.service.event_service import EventService
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +127,8 @@ async def open_service(
         live=settings.freshness,
         tier=shared.fact_tier(),
     )
+    from worthit.service.event_service import start_events
+
     events = start_events(store, answerer, settings, fanout=shared.watch_fanout())
     shared.attach(answerer.facts, events.watches)
     shared.start()

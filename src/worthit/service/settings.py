@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.facts.cache import DEFAULT_WARM_S
-from worthit.market.ingest.feed import FeedConfig
 from worthit.text.time import Clock, now_ms
+
+if TYPE_CHECKING:  # httpx and pydantic: what a server's feeds need, not `ask`
+    from worthit.market.ingest.feed import FeedConfig
 
 
 @dataclass(frozen=True)
