@@ -296,6 +296,30 @@ def test_import_file_and_stdin(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
+def test_import_reports_lines_stamped_in_the_future(tmp_path: Path) -> None:
+    """Before, a row stamped next year was stored without a word (and never read as
+    current); now the count and first line numbers are reported, --reject-future refuses."""
+    lines = [
+        {"type": "product", "sku": "X1", "title": "Test Kettle", "brand": "T", "category": "k"},
+        {"type": "price", "sku": "X1", "ts": "2026-01-01T00:00:00Z", "price": 20.0},
+        {"type": "price", "sku": "X1", "ts": "2999-01-01T00:00:00Z", "price": 19.0},
+        {"type": "sales", "sku": "X1", "date": "2999-01-02", "units": 3},
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    kept = run_cli("import", "--db", str(tmp_path / "a.db"), str(source))
+    assert kept.returncode == 0, kept.stderr
+    assert "2 lines stamped in the future (lines 3, 4)" in kept.stderr
+    assert "4 written" in kept.stdout
+    refused = run_cli(
+        "import", "--db", str(tmp_path / "b.db"), str(source), "--reject-future", "--json"
+    )
+    assert refused.returncode == 1
+    report = json.loads(refused.stdout)
+    assert report["written"] == 2 and report["future"] == {"count": 0, "lines": []}
+    assert [(e["line"], e["field"]) for e in report["errors"]] == [(3, "ts"), (4, "date")]
+
+
 def test_simulate_is_deterministic(tmp_path: Path) -> None:
     outs = []
     for name in ("a.db", "b.db"):

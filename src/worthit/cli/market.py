@@ -26,12 +26,21 @@ DEMO_DAYS = 180
 DEMO_SEED = 7
 LIVE_RATE = 50.0
 MAX_ERRORS_SHOWN = 20
+FUTURE_LINES_SHOWN = 10
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def import_command(
     file: Annotated[str, typer.Argument(help="JSONL file to import, or - for stdin.")],
     db: DbOption = None,
+    reject_future: Annotated[
+        bool,
+        typer.Option(
+            "--reject-future",
+            help="Refuse lines stamped more than 5 minutes after now (by default they are "
+            "stored and reported: no answer reads them as current before their time).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Import products, prices, stock, reviews, promotions and sales from JSONL."""
@@ -43,7 +52,7 @@ def import_command(
     handle = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
     try:
         with bar("importing", total) as update:
-            report = import_lines(store, handle, progress=update)
+            report = import_lines(store, handle, progress=update, reject_future=reject_future)
     finally:
         if handle is not sys.stdin:
             handle.close()
@@ -60,6 +69,7 @@ def import_command(
                         {"line": e.line, "field": e.field, "message": e.message}
                         for e in report.errors
                     ],
+                    "future": {"count": len(report.future), "lines": report.future[:100]},
                 },
                 ensure_ascii=False,
             )
@@ -70,12 +80,24 @@ def import_command(
         hidden = len(report.errors) - MAX_ERRORS_SHOWN
         if hidden > 0:
             stderr.print(f"… and {hidden} more bad lines")
+        if report.future:
+            stderr.print(f"[yellow]warning:[/] {_future_warning(report.future)}", highlight=False)
         print(
             f"{report.lines} lines: {report.written} written, {report.unchanged} unchanged, "
             f"{len(report.errors)} rejected"
         )
     if report.errors:
         raise typer.Exit(1)
+
+
+def _future_warning(lines: list[int]) -> str:
+    first = ", ".join(str(n) for n in lines[:FUTURE_LINES_SHOWN])
+    more = ", …" if len(lines) > FUTURE_LINES_SHOWN else ""
+    return (
+        f"{len(lines)} lines stamped in the future (lines {first}{more}): stored, but no "
+        "answer reads them as current before their time; check the feed's clock and time "
+        "zone, or use --reject-future to refuse them"
+    )
 
 
 def simulate_command(

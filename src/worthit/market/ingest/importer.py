@@ -5,6 +5,12 @@ so a million-line file neither holds one giant transaction nor pays a commit per
 A line the store rejects after validation passed is reported like any bad line and costs
 only itself, not its batch: that batch is written again with a savepoint per line (only
 then, as each costs two round trips on PostgreSQL).
+
+A line stamped after the import's own clock (a price, stock or review `ts`, or a sales
+`date`, more than `FUTURE_SLACK_MS` ahead) is almost always a clock or time-zone mistake:
+it is stored, since the moment may come, but no answer reads it as current before then, so
+the report lists it (`ImportReport.future`), and `reject_future` refuses it as a bad line.
+A promotion's `starts` is not one of these: a promotion announced ahead is the normal case.
 """
 
 from __future__ import annotations
@@ -12,17 +18,29 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, time
 
 from pydantic import ValidationError
 
 from worthit.db.connection import Connection
-from worthit.market.records import RECORD_TYPES, ProductRecord, Record
+from worthit.market.records import (
+    RECORD_TYPES,
+    PriceRecord,
+    ProductRecord,
+    Record,
+    ReviewRecord,
+    SalesRecord,
+    StockRecord,
+)
 from worthit.market.store import MarketStore
+from worthit.text.time import now_ms
 
 BATCH_LINES = 2000
 _LINE_ERRORS = (OverflowError, ValueError)  # UnknownSkuError too
 """What one line can cause, with the database's row errors (`Errors.row`); a full disk or
 a lock (`Errors.unavailable`) stops the import."""
+FUTURE_SLACK_MS = 300_000
+"""Five minutes ahead is a clock's drift, not a mistake (the webhooks' tolerance too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +59,8 @@ class ImportReport:
     written: int = 0
     unchanged: int = 0
     errors: list[LineError] = field(default_factory=list)
+    future: list[int] = field(default_factory=list)
+    """Line numbers of accepted lines stamped in the future."""
 
     @property
     def accepted(self) -> int:
@@ -68,13 +88,29 @@ def parse_line(text: str, line_no: int) -> Record | LineError:
         return LineError(line_no, where, first["msg"])
 
 
+def stamped_ms(record: Record) -> int | None:
+    """When the line says it was observed (a sales day: its start), or None for a line
+    that is not an observation (a product, a promotion)."""
+    if isinstance(record, PriceRecord | StockRecord | ReviewRecord):
+        return record.ts_ms
+    if isinstance(record, SalesRecord):
+        return int(datetime.combine(record.date, time(), UTC).timestamp() * 1000)
+    return None
+
+
 def import_lines(
     store: MarketStore,
     lines: Iterable[str],
     progress: Callable[[int], None] | None = None,
+    *,
+    reject_future: bool = False,
+    now: int | None = None,
 ) -> ImportReport:
-    """Import JSONL lines; idempotent, so importing the same file twice changes nothing."""
+    """Import JSONL lines; idempotent, so importing the same file twice changes nothing.
+
+    `now` (epoch ms, default the clock) is what "in the future" is measured against."""
     report = ImportReport()
+    horizon = (now_ms() if now is None else now) + FUTURE_SLACK_MS
     batch: list[tuple[int, Record]] = []
     batch_products: set[str] = set()
     for line_no, text in enumerate(lines, start=1):
@@ -82,8 +118,15 @@ def import_lines(
         if not text.strip():
             continue
         parsed = parse_line(text, line_no)
+        stamp = None if isinstance(parsed, LineError) else stamped_ms(parsed)
+        ahead = stamp is not None and stamp > horizon
         if isinstance(parsed, LineError):
             report.errors.append(parsed)
+        elif ahead and reject_future:
+            field_name = "date" if isinstance(parsed, SalesRecord) else "ts"
+            report.errors.append(
+                LineError(line_no, field_name, "stamped in the future (--reject-future)")
+            )
         elif not isinstance(parsed, ProductRecord) and not (
             parsed.sku in batch_products or store.has_sku(parsed.sku)
         ):
@@ -93,6 +136,8 @@ def import_lines(
         else:
             if isinstance(parsed, ProductRecord):
                 batch_products.add(parsed.sku)
+            if ahead:
+                report.future.append(line_no)
             batch.append((line_no, parsed))
         if len(batch) >= BATCH_LINES:
             _flush(store, batch, report)
