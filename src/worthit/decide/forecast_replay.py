@@ -53,8 +53,9 @@ class ForecastPolicy:
 
     p_wait: float = 0.0
     min_saving: float = 0.0
-    max_p_worse: float = 1.0
-    """The largest risk of ending dearer the forecaster takes to wait."""
+    max_p_worse: float = 0.2
+    """The largest risk of ending dearer the forecaster takes to wait: fixed beforehand
+    from the target (≤ 5 % of shoppers worse off, with about a quarter of them waiting)."""
     overrule: float = 0.02
     """How sure the forecaster must be (expected saving or cost, as a share of the price)
     to overrule the Keepa rule in `keepa+forecast`."""
