@@ -11,15 +11,24 @@ from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import LogBusyError
 from worthit.audit.issued import check_unlocked
 from worthit.cli.market import build_demo, redis_url
-from worthit.cli.options import AuditDbOption, DbOption, audit_paths, market_db, shown
+from worthit.cli.options import (
+    AuditDbOption,
+    DbOption,
+    LoraOption,
+    audit_paths,
+    market_db,
+    model_files,
+    shown,
+)
 from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
-from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.store import DEFAULT_CAPACITY
 from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.market.ingest.feed import DEFAULT_INTERVAL_S, FeedConfig
 from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig
 from worthit.market.store import MarketStore
+from worthit.service.settings import STREAM_LIFE_S, TENANT_CONNECTIONS, TENANT_STREAMS
 
 if TYPE_CHECKING:
     from worthit.engine.remote.router import Router
@@ -40,14 +49,17 @@ def serve_command(
         Path | None,
         typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
     ] = None,
+    lora: LoraOption = None,
     engines: Annotated[
         list[str] | None,
         typer.Option(
             "--engine",
             metavar="URL",
             help="Use the OpenAI-compatible engine at this base URL (e.g. "
-            "http://127.0.0.1:8001/v1: `worthit engine serve`, llama-server, vLLM, SGLang) "
-            "instead of loading a model here; repeat for replicas.",
+            "http://127.0.0.1:8001/v1: `worthit engine serve`, llama-server, llama_cpp.server, "
+            "vLLM, SGLang) instead of loading a model here; repeat for replicas. "
+            "`?concurrency=N` sends it at most N requests at once (default: 1 for "
+            "llama_cpp.server, llama-server's slots, no limit for the others).",
             show_default=False,
         ),
     ] = None,
@@ -107,6 +119,37 @@ def serve_command(
         int | None,
         typer.Option(min=1, help="Open connections at once (default 1024); more get 503."),
     ] = None,
+    reserved_connections: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Connections past --max-connections kept for /healthz, /readyz and the "
+            "page (default 32): no API client can take them.",
+        ),
+    ] = None,
+    tenant_connections: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Requests one tenant (API key) may have in flight at once, its event streams "
+            "included; more get 429 with Retry-After.",
+        ),
+    ] = TENANT_CONNECTIONS,
+    tenant_streams: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Event streams (GET /v1/watches/events) one tenant may hold open at once."
+        ),
+    ] = TENANT_STREAMS,
+    stream_life_s: Annotated[
+        float,
+        typer.Option(
+            "--stream-life-s",
+            min=1,
+            help="Seconds an event stream lasts before the server ends it; its client "
+            "reconnects with Last-Event-ID and misses nothing.",
+        ),
+    ] = STREAM_LIFE_S,
     workers: Annotated[
         int,
         typer.Option(
@@ -182,14 +225,14 @@ def serve_command(
     from worthit.http.app import create_app
     from worthit.service import runtime
     from worthit.service.settings import ServiceSettings
-    from worthit.service.transport import TransportLimits
+    from worthit.service.transport import DEFAULT_LIMITS, TransportLimits
 
     if redis is not None:
         redis = redis_url(redis)
     feeds = tuple(feed_config(spec) for spec in feed or ())
     tls = tls_files(tls_cert, tls_key)
     remote = engine_router(engines)
-    model_path = resolve_model_path(model) if remote is None else None
+    model_path, lora_path = model_files(model, lora) if remote is None else (None, None)
     if demo and host not in LOOPBACK:
         stderr.print(f"[red]error:[/] --demo turns auth off, so it binds loopback only, not {host}")
         raise typer.Exit(2)
@@ -221,6 +264,7 @@ def serve_command(
         db_path=path,
         audit_db=audit.db,
         model_path=model_path,
+        lora_path=lora_path,
         engine_config=config,
         auth=not demo,
         open_operations=open_operations,
@@ -236,21 +280,28 @@ def serve_command(
         redis_url=redis,
         redis_stream=redis_stream,
         feeds=feeds,
+        tenant_connections=tenant_connections,
+        tenant_streams=tenant_streams,
+        stream_life_s=stream_life_s,
     )
-    limits = (
-        TransportLimits()
-        if max_connections is None
-        else TransportLimits(max_connections=max_connections)
+    limits = TransportLimits(
+        max_connections=max_connections or DEFAULT_LIMITS.max_connections,
+        reserved_connections=DEFAULT_LIMITS.reserved_connections
+        if reserved_connections is None
+        else reserved_connections,
     )
     if workers > 1:
         serve_with_workers(settings, workers, host, port, limits, engines, tls)
         return
     engine = None
     if model_path is not None:
-        engine = Engine(LlamaRunner(model_path, config), config)
+        engine = Engine(LlamaRunner(model_path, config, lora_path), config)
         engine.claim_current_thread()
     app = create_app(settings, engine=engine, remote=remote)
-    serving = f"model {model_path.name}" if model_path else f"engines {', '.join(engines or ())}"
+    adapter = f" + adapter {lora_path.name}" if lora_path else ""
+    serving = (
+        f"model {model_path.name}{adapter}" if model_path else f"engines {', '.join(engines or ())}"
+    )
     url = served_url(host, port, tls)
     stderr.print(f"worthit on {url}  ({serving}, market {shown(path)})")
     if demo:
@@ -290,6 +341,7 @@ def serve_with_workers(
         assert settings.model_path is not None and config is not None
         command = engine_command(
             settings.model_path,
+            lora=settings.lora_path,
             threads=config.n_threads,
             context=config.context_size,
             max_sequences=config.max_sequences,
@@ -339,6 +391,7 @@ def tls_files(cert: Path | None, key: Path | None) -> TlsFiles | None:
 
 def engine_router(urls: list[str] | None) -> Router | None:
     """--engine URLs → the router over them; a usage error naming --engine otherwise."""
+    from worthit.engine.remote.client import engine_address
     from worthit.engine.remote.router import Router
 
     if not urls:
@@ -346,6 +399,10 @@ def engine_router(urls: list[str] | None) -> Router | None:
     for url in urls:
         if not url.startswith(("http://", "https://")):
             raise typer.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--engine")
+        try:
+            engine_address(url)
+        except ValueError as exc:
+            raise typer.BadParameter(f"{url!r}: {exc}", param_hint="--engine") from None
     return Router(urls)
 
 

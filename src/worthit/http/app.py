@@ -54,6 +54,7 @@ from worthit.market.store import MarketStore
 from worthit.service.build import open_service
 from worthit.service.settings import ServiceSettings
 from worthit.service.shared_state import SharedState
+from worthit.service.shares import ConnectionShares, ShareLimits
 from worthit.service.state import ServiceState
 from worthit.service.tenants import TenantStore
 
@@ -130,6 +131,7 @@ def create_app(
                 limiter=state.limiter,
                 open_paths=open_paths,
                 allowed_hosts=None if settings.auth else LOOPBACK_HOSTS,
+                shares=ConnectionShares(ShareLimits.of(settings)),
             ),
         ],
         exception_handlers={

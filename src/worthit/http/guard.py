@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -30,9 +31,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from worthit.http.caller import remember_tenant
+from worthit.http.caller import TENANT_KEY, remember_tenant
 from worthit.http.problems import ProblemError, error_for, internal_error
 from worthit.service.ratelimit import Limiter, Limits
+from worthit.service.shares import ConnectionShares
 from worthit.service.tenants import AuthError, KeyScope, Tenant, TenantStore
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 in the shopper's browser reaching the loopback port through a name it controls."""
 CLOSE = {"Connection": "close"}
 """Sent with a refusal that leaves the body unread: the server closes the connection."""
+EVENT_STREAMS = frozenset({("GET", "/v1/watches/events")})
+"""Responses that stay open until the client goes: a tenant's share of them is smaller."""
 
 
 class GuardMiddleware:
@@ -65,8 +69,10 @@ class GuardMiddleware:
         open_paths: Iterable[str] = ALWAYS_OPEN,
         allowed_hosts: frozenset[str] | None = None,
         body_timeout_s: float = BODY_TIMEOUT_S,
+        shares: ConnectionShares | None = None,
     ) -> None:
         self.app = app
+        self.shares = shares
         self.tenants = tenants
         self.limiter = limiter
         self.open_paths = tuple(open_paths)
@@ -93,7 +99,7 @@ class GuardMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, self._bounded(receive), checked_send)
+            await self._within_share(scope, self._bounded(receive), checked_send)
         except ClientDisconnect:
             return  # nobody to answer
         except Exception:
@@ -105,6 +111,28 @@ class GuardMiddleware:
         if not started:
             log.error("%s %s: the handler returned no response", scope["method"], scope["path"])
             await internal_error(scope["path"])(scope, receive, send)
+
+    async def _within_share(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The handler, counted in its tenant's share of the connections until its
+        response ends (service/shares.py); over the share, 429 with Retry-After and the
+        connection closed, so a refused client cannot keep it idle either."""
+        tenant = scope.get("state", {}).get(TENANT_KEY)
+        if self.shares is None or not isinstance(tenant, Tenant):
+            await self.app(scope, receive, send)
+            return
+        stream = (scope["method"], scope["path"]) in EVENT_STREAMS
+        stream_at = time.monotonic() if stream else None
+        refused = self.shares.enter(tenant.name, stream_at)
+        if refused is not None:
+            retry = {"Retry-After": str(refused.retry_after_s)}
+            problem = ProblemError(429, "Too many connections", refused.detail,
+                                   "authorization", headers=retry | CLOSE)  # fmt: skip
+            await error_for(scope["path"], problem)(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.shares.leave(tenant.name, stream_at)
 
     async def _admit(self, scope: Scope) -> None:
         headers = Headers(scope=scope)

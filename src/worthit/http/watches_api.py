@@ -10,6 +10,7 @@ Evaluation and delivery are in watches/evaluate.py and watches/deliver.py.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -99,10 +100,12 @@ async def list_watches(request: Request, state: StateDep) -> dict[str, Any]:
 async def watch_events(request: Request, state: StateDep) -> StreamingResponse:
     """The tenant's notifications as they fire: `event: watch`, the webhook's body as data,
     after `event: ready` (sent once subscribed, so a client knows it misses nothing after).
-    Resumable: with `Last-Event-ID`, what fired since that id comes first (watch_resume)."""
+    Resumable: with `Last-Event-ID`, what fired since that id comes first (watch_resume).
+    It ends after the settings' `stream_life_s` with `event: end`, whose id resumes it."""
     service = watch_service(state)
+    life_s = state.settings.stream_life_s
     return StreamingResponse(
-        _stream(service, _tenant(request), request.headers.get("last-event-id")),
+        _stream(service, _tenant(request), request.headers.get("last-event-id"), life_s),
         media_type="text/event-stream",
         headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -133,8 +136,13 @@ async def delete_watch(watch_id: str, request: Request, state: StateDep) -> Resp
 
 
 async def _stream(
-    service: WatchService, tenant: str, last_event_id: str | None
+    service: WatchService, tenant: str, last_event_id: str | None, life_s: float
 ) -> AsyncIterator[str]:
+    """The stream, for `life_s` at most: one held for ever would keep its tenant's share
+    of the connections (http/shares.py). Before `end` it sends what is queued, and the
+    end's id is the moment it ended, so a reconnect replays only what fired after
+    (watch_resume's overlap covers a notification published late)."""
+    ends = time.monotonic() + life_s
     with service.streams.open(tenant) as queue:
         subscribed_ms = now_ms()
         replayed: set[str] = set()
@@ -144,14 +152,21 @@ async def _stream(
                 replayed.add(watch_resume.event_id(missed) or "")
                 yield _watch_event(missed)
         yield sse_event("ready", {}, watch_resume.ready_id(subscribed_ms))
-        while True:
+        while (left := ends - time.monotonic()) > 0:
             try:
-                body = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                body = await asyncio.wait_for(queue.get(), min(KEEPALIVE_S, left))
             except TimeoutError:
-                yield ": keep-alive\n\n"
+                if ends - time.monotonic() > 0:
+                    yield ": keep-alive\n\n"
                 continue
             if watch_resume.event_id(body) not in replayed:
                 yield _watch_event(body)
+        while not queue.empty():
+            body = queue.get_nowait()
+            if watch_resume.event_id(body) not in replayed:
+                yield _watch_event(body)
+        end = {"reason": "max_life", "life_s": life_s}
+        yield sse_event("end", end, watch_resume.ready_id(now_ms()))
 
 
 def _watch_event(body: dict[str, Any]) -> str:

@@ -16,6 +16,14 @@ from worthit.text.time import Clock, now_ms
 if TYPE_CHECKING:  # httpx and pydantic: what a server's feeds need, not `ask`
     from worthit.market.ingest.feed import FeedConfig
 
+TENANT_CONNECTIONS = 256
+"""A quarter of a process's 1,024 connections: four tenants at their cap leave the rest."""
+TENANT_STREAMS = 32
+"""A retailer's servers each hold one watch stream; 32 is room for many, far from 1,024."""
+STREAM_LIFE_S = 600.0
+"""Ten minutes: long enough that reconnects cost nothing, short enough that a share held
+by forgotten streams comes back."""
+
 
 @dataclass(frozen=True)
 class ServiceSettings:
@@ -28,6 +36,8 @@ class ServiceSettings:
     PostgreSQL market needs one (`worthit serve` picks it: `cli.options.audit_paths`)."""
     model_path: Path | None = None
     """The GGUF to load at start-up, when no engine is handed to `create_app`."""
+    lora_path: Path | None = None
+    """The LoRA adapter applied to `model_path`; part of the stored explanations' key."""
     engine_config: EngineConfig | None = None
     auth: bool = True
     """API keys required on every route but the open ones (`--demo` turns it off, and
@@ -89,6 +99,14 @@ class ServiceSettings:
     watch_poll_s: float | None = None
     """How often to look for webhook deliveries queued by other processes (None: only
     this one queues them, and it wakes the sender itself)."""
+    tenant_connections: int = TENANT_CONNECTIONS
+    """Requests one tenant may have in flight at once, its event streams included
+    (http/shares.py): one more is 429 with Retry-After, so no key takes every connection."""
+    tenant_streams: int = TENANT_STREAMS
+    """Event streams (`GET /v1/watches/events`) one tenant may hold open at once."""
+    stream_life_s: float = STREAM_LIFE_S
+    """An event stream ends after this long; its client reconnects with Last-Event-ID and
+    misses nothing, and a tenant's share held by streams comes free."""
     audit_origin: str | None = None
     """The audit log's origin line, for a log created now (None: `worthit.local/audit`);
     each worker of `--workers` names its own."""

@@ -37,10 +37,25 @@ class TransportLimits:
     max_header_bytes: int = 16 * 1024
     """Request line plus headers; a larger head gets 431 and the connection is closed."""
     max_connections: int = 1024
-    """Open connections per process; one more is answered 503 and closed at once."""
+    """Open connections per process; one more is answered 503 and closed at once, unless
+    the reserve takes it."""
+    reserved_connections: int = 32
+    """Connections past `max_connections` kept for the open routes (`/healthz`, `/readyz`,
+    the page and its assets): a request for any other path on one is answered 503 and
+    the connection closed, so however many connections the API's clients hold, a probe
+    and the page still get an answer. Each tenant's share of the API's connections is
+    the app's to keep (http/shares.py)."""
 
 
 DEFAULT_LIMITS = TransportLimits()
+RESERVED_FOR = (b"/healthz", b"/readyz", b"/static/")
+"""Path prefixes the reserve serves, besides the page itself (`/`)."""
+
+
+def reserved_for(url: bytes) -> bool:
+    """Whether a request line's target is one the reserve connections serve."""
+    path = url.split(b"?", 1)[0]
+    return path == b"/" or path.startswith(RESERVED_FOR)
 
 
 OPENAI_PATHS = (b"/v1/chat/", b"/v1/models")
@@ -100,7 +115,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._head_bytes = 0
         self._head_timer: asyncio.TimerHandle | None = None
-        if len(self.server_state.connections) >= self.limits.max_connections:
+        limit = self.limits.max_connections + self.limits.reserved_connections
+        if len(self.server_state.connections) >= limit:
             transport.write(TOO_MANY_CONNECTIONS.response())
             transport.close()
             return
@@ -125,6 +141,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
         if size > self.limits.max_header_bytes:
             self._refuse(HEADERS_TOO_LARGE)
+            return
+        over = len(self.server_state.connections) > self.limits.max_connections
+        if over and not reserved_for(self.url):  # this connection is one of the reserve
+            self._refuse(TOO_MANY_CONNECTIONS)
             return
         super().on_headers_complete()
 
