@@ -140,3 +140,81 @@ def test_a_keyed_service_asks_for_a_key_and_answers_with_it(
     assert not errors
     assert "API key" in asked_for_key and "refused" in refused
     assert hidden_after
+
+
+NOTES_ON_THE_LINE = """
+() => {
+  const root = document.querySelector('#chart svg');
+  const path = root.querySelector('path.price');
+  const boxes = [...root.querySelectorAll('text.note')].map((t) => t.getBBox());
+  const length = path.getTotalLength();
+  let hits = 0;
+  for (let i = 0; i <= 600; i++) {
+    const p = path.getPointAtLength((length * i) / 600);
+    for (const b of boxes) {
+      if (p.x >= b.x && p.x <= b.x + b.width && p.y >= b.y && p.y <= b.y + b.height) hits++;
+    }
+  }
+  let crossed = 0;
+  for (const a of boxes) for (const b of boxes) {
+    if (a !== b && a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height
+        && b.y < a.y + a.height) crossed++;
+  }
+  return {notes: boxes.length, hits, crossed};
+}
+"""
+"""How many sampled points of the price line fall inside a label, and labels that cross."""
+
+
+def test_a_phone_sees_no_engine_internals_no_empty_rating_and_labels_off_the_line(
+    market_copy: Path,
+) -> None:
+    """On a 390 px screen: a product with no reviews read "Rating 3.99/5 (0)", the timing
+    card showed the engine's "llm estimate" and "llm budget" bars beside a 30 ms answer,
+    the chart said "last 180 days" over a 6-day history, and the "90-day avg" label sat on
+    the price line. The fake engine is slow enough that admission refuses the model, which
+    is what puts the estimate and the budget into the answer's timings."""
+    import httpx
+
+    from service_fixtures import fake_engine
+
+    engine = fake_engine()
+    engine.step_model.overhead_s = 0.05
+    engine.step_model.per_token_s = 0.05
+    settings = market_settings(market_copy, auth=False, default_deadline_ms=300)
+    with LiveServer(create_app(settings, engine=engine)) as server, sync_playwright() as pw:
+        answer = httpx.post(
+            server.base_url + "/v1/decide",
+            json={"question": "Is the Solace 65Q8 Plus 4K Smart TV worth it?"},
+            timeout=30,
+        ).json()
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(server.base_url + "/?q=Is%20the%20Solace%2065Q8%20Plus%20worth%20it%3F&sku=S24")
+        page.wait_for_selector("#verdict[data-verdict]", timeout=30_000)
+        page.wait_for_selector("#timings table.stages", timeout=30_000)
+        page.wait_for_selector("#chart svg", timeout=20_000)
+        numbers = page.inner_text("#v-numbers")
+        stages = page.eval_on_selector_all(
+            "#timings tr[data-stage]", "rows => rows.map(r => r.dataset.stage)"
+        )
+        short_title = page.text_content("#chart-title") or ""
+        page.screenshot(path=str(ARTIFACTS / "page-phone-new-listing.png"), full_page=True)
+        page.goto(server.base_url + "/?q=Is%20the%20Aurora%20NC700%20worth%20it%3F&sku=S1")
+        page.wait_for_selector("#verdict[data-verdict='BUY']", timeout=30_000)
+        page.wait_for_selector("#chart svg path.price", timeout=20_000)
+        long_title = page.text_content("#chart-title") or ""
+        notes = page.evaluate(NOTES_ON_THE_LINE)
+        page.screenshot(path=str(ARTIFACTS / "page-phone.png"), full_page=True)
+        browser.close()
+    engine.close()
+    assert not errors
+    assert answer["facts"]["rating_count"] == 0
+    assert "no reviews yet" in numbers.lower() and "(0)" not in numbers
+    assert {"llm_estimate", "llm_budget"} <= set(answer["timings_ms"])  # the API keeps them
+    assert stages and not {"llm_estimate", "llm_budget"} & set(stages)
+    assert "180" not in short_title and "6 days" in short_title, short_title
+    assert "149 days" in long_title, long_title  # the small market's 150 days of prices
+    assert notes["notes"] == 2 and notes["hits"] == 0 and notes["crossed"] == 0, notes

@@ -25,7 +25,7 @@
       answer: "Answer",
       ambiguous: "Which one did you mean?",
       why: "Why",
-      chart: "Price, last 180 days",
+      chart: (days) => days == null ? "Price history" : days <= 1 ? "Price, one day" : `Price, ${days} days`,
       price: "price",
       avg90: "90-day average",
       atl: "all-time low",
@@ -42,6 +42,7 @@
       numAvg: "90-day avg",
       numRating: "Rating",
       ratingValue: (r, n) => `${r}/5 (${n})`,
+      noReviews: "no reviews yet",
       dataAge: (age) => `Prices as of ${age}`,
       version: (v) => `facts ${v}`,
       ago: { now: "just now", min: (m) => `${m} min ago`, hour: (h, m) => `${h} h ${m} min ago`, day: (d) => `${d} days ago` },
@@ -95,7 +96,7 @@
       answer: "答案",
       ambiguous: "你指的是哪一个？",
       why: "理由",
-      chart: "近180天价格",
+      chart: (days) => days == null ? "价格走势" : `${Math.max(1, days)}天价格走势`,
       price: "价格",
       avg90: "90天均价",
       atl: "历史最低价",
@@ -110,6 +111,7 @@
       numAvg: "90天均价",
       numRating: "评分",
       ratingValue: (r, n) => `${r}/5（${n}条）`,
+      noReviews: "暂无评价",
       dataAge: (age) => `价格数据更新于${age}`,
       version: (v) => `数据版本 ${v}`,
       ago: { now: "刚刚", min: (m) => `${m}分钟前`, hour: (h, m) => `${h}小时${m}分钟前`, day: (d) => `${d}天前` },
@@ -163,7 +165,7 @@
       answer: "回答",
       ambiguous: "どの商品のことですか？",
       why: "理由",
-      chart: "直近180日の価格",
+      chart: (days) => days == null ? "価格の推移" : `${Math.max(1, days)}日間の価格`,
       price: "価格",
       avg90: "90日平均",
       atl: "過去最安値",
@@ -178,6 +180,7 @@
       numAvg: "90日平均",
       numRating: "評価",
       ratingValue: (r, n) => `${r}/5（${n}件）`,
+      noReviews: "レビューはまだありません",
       dataAge: (age) => `価格データ：${age}`,
       version: (v) => `データ版 ${v}`,
       ago: { now: "たった今", min: (m) => `${m}分前`, hour: (h, m) => `${h}時間${m}分前`, day: (d) => `${d}日前` },
@@ -228,6 +231,9 @@
   const SUGGEST_DEBOUNCE_MS = 120;
   const PREFETCH_DEBOUNCE_MS = 60;
   const FRESH_MS = 60_000; // reuse a prefetched fact sheet this long without asking again
+  // The engine's admission estimate and budget: evidence for developers (done.timings_ms),
+  // not stages of the shopper's answer, and an estimate of seconds dwarfs a 30 ms answer.
+  const ENGINE_INTERNALS = new Set(["llm_estimate", "llm_budget"]);
   const CONNECT_TIMEOUT_MS = 8_000; // no response headers by then: treat as unreachable
   const REQUEST_TIMEOUT_MS = 5_000;
   const SAVED_MAX = 40; // products whose last verdict this device keeps
@@ -267,6 +273,7 @@
     timingsCard: $("timings-card"),
     explainCard: $("explain-card"),
     chartCard: $("chart"),
+    chartTitle: $("chart-title"),
     watch: $("watch"),
     watchButton: $("watch-button"),
     watchStatus: $("watch-status"),
@@ -1000,11 +1007,14 @@
     el.numbers.replaceChildren();
     const currency = facts.currency || "USD";
     const rating = facts.rating && typeof facts.rating === "object" ? facts.rating : null;
+    // With no reviews the "rating" is the prior the rules start from, not anyone's score.
+    const reviews = rating ? rating.count : facts.rating_count;
     const rows = [
       [t("numPrice"), money(facts.current_price ?? facts.price, currency)],
       [t("numLow"), money(facts.all_time_low, currency)],
       [t("numAvg"), money(facts.avg_90d ?? windowAvg(facts.windows, 90), currency)],
-      [t("numRating"), rating && rating.bayesian != null ? t("ratingValue", rating.bayesian, rating.count)
+      [t("numRating"), reviews === 0 ? t("noReviews")
+        : rating && rating.bayesian != null ? t("ratingValue", rating.bayesian, rating.count)
         : typeof facts.rating === "number" ? t("ratingValue", facts.rating, facts.rating_count ?? "–") : null],
     ];
     for (const [label, value] of rows) {
@@ -1255,7 +1265,8 @@
     state.lastTimings = [stream, done];
     el.timings.replaceChildren();
     el.timingsCard.hidden = false;
-    const stages = Object.entries(done.timings_ms || {}).filter(([, v]) => typeof v === "number");
+    const stages = Object.entries(done.timings_ms || {})
+      .filter(([name, v]) => typeof v === "number" && !ENGINE_INTERNALS.has(name));
     if (stages.length) {
       const max = Math.max(...stages.map(([, v]) => v), 1);
       const table = document.createElement("table");
@@ -1321,6 +1332,7 @@
   }
 
   const SVG = "http://www.w3.org/2000/svg";
+  const DAY_MS = 86_400_000;
 
   function svg(name, attrs, text) {
     const node = document.createElementNS(SVG, name);
@@ -1340,6 +1352,9 @@
     el.chartCard.hidden = false;
     chartWidth = el.chart.clientWidth;
     el.chart.replaceChildren();
+    // the title says the span drawn: a 12-day history is not "the last 180 days"
+    el.chartTitle.textContent = t("chart",
+      points.length ? Math.round((points[points.length - 1].t - points[0].t) / DAY_MS) : null);
     if (!points.length) {
       const empty = document.createElement("p");
       empty.className = "empty";
@@ -1353,7 +1368,9 @@
     // Drawn at the container's own width, so 11px labels stay 11px on a phone.
     const W = Math.max(300, Math.round(el.chart.clientWidth || 640));
     const H = W < 480 ? 190 : 240;
-    const left = 52, right = 10, top = 16, bottom = 28;
+    // The labels sit in a band above the plot, which the lines never enter (placed on the
+    // lines they covered the price line on a phone); the legend under the chart keys them.
+    const left = 52, right = 10, top = 34, bottom = 28, band = 16;
     const values = points.map((p) => p.price).concat([low], avg == null ? [] : [avg]);
     let lo = Math.min(...values), hi = Math.max(...values);
     const pad = (hi - lo) * 0.08 || hi * 0.05 || 1;
@@ -1395,22 +1412,15 @@
 
     if (avg != null) {
       root.append(svg("line", { x1: left, x2: W - right, y1: y(avg), y2: y(avg), class: "avg", "data-testid": "avg90" }));
-      root.append(svg("text", { x: W - right - 4, y: y(avg) - 6, class: "note avg-note", "text-anchor": "end" },
+      root.append(svg("text", { x: W - right, y: band, class: "note avg-note", "text-anchor": "end" },
         t("avgLabel", money(avg, currency))));
     }
     root.append(svg("line", { x1: left, x2: W - right, y1: y(low), y2: y(low), class: "low", "data-testid": "atl" }));
     const lowDay = history.all_time_low_at ? Date.parse(`${history.all_time_low_at.slice(0, 10)}T12:00:00Z`) : NaN;
     const lowPoint = points.filter((p) => Math.abs(p.price - low) < 0.005).pop();
     const at = lowPoint ? lowPoint.t : lowDay >= t0 && lowDay <= t1 ? lowDay : NaN;
-    if (Number.isFinite(at)) {
-      const cx = x(at), cy = y(low);
-      root.append(svg("circle", { cx, cy, r: 5, class: "low-dot" }));
-      const anchor = cx > W - 140 ? "end" : "start";
-      root.append(svg("text", { x: cx + (anchor === "end" ? -8 : 8), y: cy + 16, class: "note low-note", "text-anchor": anchor },
-        t("lowLabel", money(low, currency))));
-    } else {
-      root.append(svg("text", { x: left + 6, y: y(low) + 14, class: "note low-note" }, t("lowLabel", money(low, currency))));
-    }
+    if (Number.isFinite(at)) root.append(svg("circle", { cx: x(at), cy: y(low), r: 5, class: "low-dot" }));
+    root.append(svg("text", { x: left, y: band, class: "note low-note" }, t("lowLabel", money(low, currency))));
     el.chart.append(root);
   }
 
