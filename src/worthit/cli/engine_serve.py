@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 
 from worthit.cli.errors import user_errors
+from worthit.cli.options import LoraOption, model_files
 from worthit.engine.config import EngineConfig
-from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.engine.model_files import MODEL_ENV
 
 engine_app = typer.Typer(
     help="The LLM engine on its own, over the OpenAI-compatible wire.",
@@ -30,6 +31,7 @@ def engine_serve_command(
         Path | None,
         typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
     ] = None,
+    lora: LoraOption = None,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     context: Annotated[int, typer.Option(min=256, help="KV cells shared by all requests.")] = 4096,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
@@ -65,7 +67,8 @@ def engine_serve_command(
         tpot_target_s=tpot_target_ms / 1000,
         default_deadline_s=None if default_deadline_ms is None else default_deadline_ms / 1000,
     )
-    engine = Engine(LlamaRunner(resolve_model_path(model), config), config)
+    model_path, lora_path = model_files(model, lora)
+    engine = Engine(LlamaRunner(model_path, config, lora_path), config)
     engine.claim_current_thread()
     app = create_app(ServiceSettings(db_path=None, auth=False), engine=engine)
     runtime.run(app, engine, host, port)

@@ -12,11 +12,18 @@ import typer
 from worthit.answer.background import ExplanationGenerator, GeneratorStats
 from worthit.answer.generation import DEFAULT_TRIES
 from worthit.cli.engine_host import run_with_engine
-from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
+from worthit.cli.options import (
+    DbOption,
+    JsonOption,
+    LoraOption,
+    db_exists,
+    market_db,
+    model_files,
+)
 from worthit.cli.progress import bar, stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.engine.model_files import MODEL_ENV, resolve_model_path
+from worthit.engine.model_files import MODEL_ENV
 from worthit.engine.runner import LlamaRunner
 from worthit.explain.keys import model_identity
 from worthit.explain.store import DEFAULT_CAPACITY, SqliteExplanationStore
@@ -39,6 +46,7 @@ def explain_command(
         Path | None,
         typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
     ] = None,
+    lora: LoraOption = None,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     parallel: Annotated[
         int, typer.Option(min=1, max=32, help="Explanations written at once (one batch).")
@@ -58,16 +66,16 @@ def explain_command(
         stderr.print(f"[red]error:[/] no database at {path} (run `worthit simulate` first)")
         raise typer.Exit(2)
     store = MarketStore(path)
-    model_path = resolve_model_path(model)
+    model_path, lora_path = model_files(model, lora)
     engine = None
     if warm:
         config = EngineConfig(
             context_size=WARM_CONTEXT, n_threads=threads, background_threads=threads
         )  # alone on the machine: every core writes
-        engine = Engine(LlamaRunner(model_path, config), config)
+        engine = Engine(LlamaRunner(model_path, config, lora_path), config)
     explanations = SqliteExplanationStore(path, capacity)
     answerer = build_answerer(
-        store, engine, explanations=explanations, model=model_identity(model_path)
+        store, engine, explanations=explanations, model=model_identity(model_path, lora_path)
     )
     generator = ExplanationGenerator(answerer, parallel=parallel, tries=tries, method="warm")
     started = time.monotonic()

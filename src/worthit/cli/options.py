@@ -12,6 +12,8 @@ import typer
 from worthit.audit.store import AuditPaths
 from worthit.db.open import POSTGRES_SCHEMES, is_postgres, url_scheme
 from worthit.decide.as_of import check_as_of, parse_as_of
+from worthit.engine.model_files import LORA_ENV, resolve_lora_path, resolve_model_path
+from worthit.explain.adapter import bundled_adapter_path
 from worthit.market.store import MarketStore
 from worthit.text.time import now_ms
 
@@ -35,6 +37,23 @@ DbOption = Annotated[
 ]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object for machines.")]
+
+LoraOption = Annotated[
+    str | None,
+    typer.Option(
+        "--lora",
+        envvar=LORA_ENV,
+        help="A LoRA adapter (GGUF) trained on --model, or 'none'. Default: the bundled "
+        "explanation adapter with the bundled model, none with any other model.",
+        show_default=False,
+    ),
+]
+
+
+def model_files(model: Path | None, lora: str | None) -> tuple[Path, Path | None]:
+    """The GGUF to load and the adapter to apply to it (`--model`, `--lora`)."""
+    path = resolve_model_path(model)
+    return path, resolve_lora_path(lora, path, bundled_adapter_path())
 
 
 def db_path(db: str | Path | None, create: bool = True) -> Path:

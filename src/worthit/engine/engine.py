@@ -126,10 +126,15 @@ class Engine:
         before it frees the model they read."""
 
     @classmethod
-    def from_gguf(cls, model_path: str | Path, config: EngineConfig | None = None) -> Engine:
-        """Load a GGUF and start the engine thread."""
+    def from_gguf(
+        cls,
+        model_path: str | Path,
+        config: EngineConfig | None = None,
+        lora_path: str | Path | None = None,
+    ) -> Engine:
+        """Load a GGUF (and a LoRA adapter for it) and start the engine thread."""
         config = config or EngineConfig()
-        engine = cls(LlamaRunner(model_path, config), config)
+        engine = cls(LlamaRunner(model_path, config, lora_path), config)
         engine.start()
         return engine
 

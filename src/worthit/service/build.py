@@ -106,7 +106,11 @@ async def open_service(
         SqliteExplanationStore(settings.db_path, settings.explanation_capacity, settings.clock),
         settings.explanation_capacity,
     )
-    model = model_identity(settings.model_path) if settings.model_path and not remote else None
+    model = (
+        model_identity(settings.model_path, settings.lora_path)
+        if settings.model_path and not remote
+        else None
+    )
     audit = None
     if settings.audit:
         audit = await asyncio.to_thread(

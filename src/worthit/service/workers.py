@@ -59,6 +59,7 @@ from fastapi import FastAPI
 
 from worthit.audit import AuditPaths
 from worthit.audit.log import DEFAULT_ORIGIN
+from worthit.engine.model_files import NO_LORA
 from worthit.service.https import HttpsServer, TlsFiles
 from worthit.service.runtime import ENGINE_NICE
 from worthit.service.settings import ServiceSettings
@@ -368,12 +369,19 @@ def _stop_process(process: subprocess.Popen[bytes]) -> None:
 
 
 def engine_command(
-    model: Path, *, threads: int, context: int, max_sequences: int, deadline_ms: int
+    model: Path,
+    *,
+    lora: Path | None,
+    threads: int,
+    context: int,
+    max_sequences: int,
+    deadline_ms: int,
 ) -> tuple[str, ...]:
     """The engine process for `worthit serve --workers`, configured as the in-process
     engine of a single `worthit serve` would be."""
     return (
         sys.executable, "-m", "worthit", "engine", "serve", "--model", str(model),
+        "--lora", str(lora) if lora is not None else NO_LORA,
         "--threads", str(threads), "--context", str(context),
         "--max-sequences", str(max_sequences), "--default-deadline-ms", str(deadline_ms),
     )  # fmt: skip
