@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 
+from worthit.facts.builder import FactsBuilder
 from worthit.http.app import create_app
 from worthit.http.events_api import MAX_EVENTS
 from worthit.market.events import SCHEMA_ID
+from worthit.market.store import MarketStore
 from worthit.service.settings import ServiceSettings
 from worthit.service.tenants import TenantStore
 from worthit.text.time import iso, now_ms
@@ -152,6 +154,9 @@ def test_the_event_schema_is_served_with_its_version(
 def test_the_live_simulator_in_the_server_moves_prices_and_data_age(market_copy: Path) -> None:
     """`worthit serve --live-rate`: the demo's data, hours old at its end, becomes seconds
     old, and prices move; the clock runs on from the market's last minute."""
+    store = MarketStore(market_copy)
+    before = FactsBuilder(store, clock=lambda: MARKET_NOW_MS).build("S1")
+    store.close()
     started = now_ms()
     settings = ServiceSettings(
         db_path=market_copy,
@@ -167,7 +172,6 @@ def test_the_live_simulator_in_the_server_moves_prices_and_data_age(market_copy:
     try:
         with LiveServer(app) as server:
             url = server.base_url
-            first = httpx.post(url + "/v1/decide", json=ask).json()
             moved: set[str] = set()
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
@@ -180,7 +184,8 @@ def test_the_live_simulator_in_the_server_moves_prices_and_data_age(market_copy:
                     break
     finally:
         engine.close()
-    assert first["data_age_ms"] > 3_600_000  # the simulated market's newest rows: hours old
+    # the simulated market's newest rows are hours old (read before the feed can touch S1)
+    assert before is not None and before.data_age_ms > 3_600_000
     assert answer["data_age_ms"] < 5_000
     assert "stale_data" not in {reason["code"] for reason in answer["reasons"]}
     assert len(moved) >= 3
