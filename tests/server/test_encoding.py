@@ -87,3 +87,27 @@ def test_an_answer_over_http_is_utf8_in_the_payload_order(open_service: LiveServ
     verdict = json.loads(lines[0][6:])
     assert list(verdict)[: len(VERDICT_FIELDS)] == VERDICT_FIELDS
     assert "值得" in lines[0] and "\\u" not in lines[0]
+
+
+def test_a_raw_utf8_request_target_is_a_problem_that_says_to_encode_it(
+    open_service: LiveServer,
+) -> None:
+    """`curl 'http://…/v1/products?q=极光'` sends the UTF-8 bytes as they are, which HTTP
+    does not allow in a request target: the answer was uvicorn's plain-text "Invalid HTTP
+    request received."; it is the API's problem+json now, saying what to send instead."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(open_service.base_url)
+    with socket.create_connection((where.hostname, where.port), timeout=10) as conn:
+        conn.sendall("GET /v1/products?q=极光 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        raw = b""
+        while chunk := conn.recv(65536):
+            raw += chunk
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"content-type: application/problem+json" in head.lower()
+    problem = json.loads(body)
+    assert problem["status"] == 400 and "percent-encode" in problem["detail"]
+    encoded = httpx.get(open_service.base_url + "/v1/products", params={"q": "极光"})
+    assert encoded.status_code == 200 and encoded.json()

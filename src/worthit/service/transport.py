@@ -104,6 +104,18 @@ HEADERS_TOO_LARGE = Refusal(
 HEADER_TIMEOUT = Refusal(
     408, "Request Timeout", "Request timeout", "the request head took too long", "timeout"
 )
+NOT_HTTP = Refusal(
+    400, "Bad Request", "Invalid request", "the request is not valid HTTP/1.1",
+    "invalid_request_error",
+)  # fmt: skip
+NON_ASCII_TARGET = Refusal(
+    400, "Bad Request", "Request target not encoded",
+    "the request target must be ASCII: percent-encode other characters as UTF-8 "
+    "(q=%E6%9E%81%E5%85%89 for q=极光; curl -G --data-urlencode 'q=极光' URL does it)",
+    "invalid_request_error",
+)  # fmt: skip
+"""What a raw UTF-8 query (`curl 'http://…/v1/products?q=极光'`) gets: the parser refuses
+the byte, as RFC 9112 has it, and the client is told how to send it."""
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -130,11 +142,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        self._received = data  # what send_400_response reads when the parser refuses it
         if self._head_timer is not None:
             self._head_bytes += len(data)
         super().data_received(data)
         if self._head_timer is not None and self._head_bytes > self.limits.max_header_bytes:
             self._refuse(HEADERS_TOO_LARGE)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes the parser refuses is plain text; this is the API's
+        error shape, and for a request line with non-ASCII bytes, says to encode them."""
+        line = getattr(self, "_received", b"").split(b"\n", 1)[0]
+        self._refuse(NON_ASCII_TARGET if not line.isascii() else NOT_HTTP)
 
     def on_headers_complete(self) -> None:
         self._stop_head_timer()
