@@ -35,9 +35,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import cache, lru_cache
+from string import Formatter
 from typing import TypeVar
 
-from worthit.decide.phrasing import sentence
+from worthit.decide.phrasing import template
 from worthit.decide.rules import _STALE
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.explain.guard import Grounds, check_grounding
@@ -72,18 +73,14 @@ _PHRASES: dict[str, tuple[str, ...]] = {
 _PROBE_MONEY = (1111.0, 2222.0, 3333.0)
 
 
-def _filled(render: object) -> str:
-    """A phrasing with every slot written as a marker, found by asking for slots until
-    the format stops raising KeyError (the slot names live in phrasing.py only)."""
-    values: dict[str, object] = {}
-    while True:
-        try:
-            return render(values)  # type: ignore[operator, no-any-return]
-        except KeyError as missing:
-            name = str(missing.args[0])
-            if name in values:  # not a slot: the phrase itself is unknown
-                raise
-            values[name] = f"{_MARK}{name}{_MARK}"
+def _marked(template: str) -> str:
+    """A format string with each slot ("{current}") written as a marker instead."""
+    out = []
+    for literal, field, _spec, _conversion in Formatter().parse(template):
+        out.append(literal)
+        if field is not None:
+            out.append(f"{_MARK}{field}{_MARK}")
+    return "".join(out)
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -126,16 +123,12 @@ def _sale_line_templates(language: str) -> list[str]:
 def _patterns(code: str, language: str) -> tuple[re.Pattern[str], ...]:
     templates: list[str] = []
     if code == "stale_data":
-        templates.append(
-            _STALE.get(language, _STALE["en"]).format(
-                age=f"{_MARK}age{_MARK}", objective=f"{_MARK}objective{_MARK}"
-            )
-        )
+        templates.append(_marked(_STALE.get(language, _STALE["en"])))
     else:
         for phrase in _PHRASES.get(code, (code,)):
             try:
-                templates.append(_filled(lambda v, p=phrase: sentence(p, language, v)))
-            except KeyError:
+                templates.append(_marked(template(phrase, language)))
+            except KeyError:  # not a code phrasing.py knows
                 continue
         if code == "sale_event":
             templates += _sale_line_templates(language)
