@@ -10,6 +10,8 @@ from worthit.engine.remote.client import engine_address
 from worthit.engine.remote.slots import Slots
 from worthit.engine.sequence import Priority
 
+from conftest import run_cli
+
 
 def test_an_engine_url_states_its_concurrency_and_nothing_else() -> None:
     assert engine_address("http://127.0.0.1:8001/v1/") == ("http://127.0.0.1:8001/v1", None)
@@ -17,6 +19,12 @@ def test_an_engine_url_states_its_concurrency_and_nothing_else() -> None:
     for bad in ("http://h/v1?concurrency=0", "http://h/v1?concurrency=x", "http://h/v1?slots=1"):
         with pytest.raises(ValueError):
             engine_address(bad)
+
+
+def test_worthit_serve_names_a_bad_engine_option() -> None:
+    done = run_cli("serve", "--demo", "--engine", "http://127.0.0.1:9/v1?slots=1")
+    assert done.returncode == 2
+    assert "--engine" in done.stderr and "unknown engine option 'slots'" in done.stderr
 
 
 def test_waiters_are_served_live_first_then_in_arrival_order() -> None:
