@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from test_watches import eventually, key, listed, post_events, price, watch
+from test_watches import eventually, key, listed, post_events, price, watch, writer
 
 from live_server import LiveServer
 from service_fixtures import keyed_service, market_copy
@@ -45,7 +45,7 @@ def test_a_reconnect_with_last_event_id_gets_what_fired_meanwhile_once(
     (ready,) = events(base, acme)
     assert ready["id"].isdigit()
     made = watch(base, acme)
-    post_events(base, acme, price("p1", 500.0))  # fires while no stream is open
+    post_events(base, writer(market_copy), price("p1", 500.0))  # fires, no stream open
     eventually(lambda: listed(base, acme)[made["id"]]["state"] == "fired", "the watch fired")
 
     missed, again = events(base, acme, ready["id"])
