@@ -145,15 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--show", type=int, default=10, help="sample texts printed per language")
-    parser.add_argument("--bare", action=argparse.BooleanOptionalAction, default=True,
-                        help="also score the bare model")
+    parser.add_argument("--only", choices=("adapter", "bare"), default=None,
+                        help="score one system (default: both)")
     parser.add_argument("--json", type=Path, default=None, help="write every text and score")
     args = parser.parse_args(argv)
 
     model_path = resolve_model_path(args.model)
     tokenizer = PromptTokenizer(model_path)
     records = pick(read_jsonl(args.heldout), args.per_language)
-    systems = {"adapter": args.adapter, **({"bare": None} if args.bare else {})}
+    systems = {"adapter": args.adapter, "bare": None}
+    if args.only:
+        systems = {args.only: systems[args.only]}
     scored: dict[str, list[Scored]] = {}
     for name, adapter in systems.items():
         llm = load_llama(model_path, adapter, args.threads)
