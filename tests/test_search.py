@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worthit.decide.intent import parse_intent
-from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
+from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus, decide
+from worthit.decide.search_index import CANDIDATES, SearchIndex
 from worthit.decide.search_text import analyse
+from worthit.market.entities import SearchHit
 from worthit.market.records import PriceRecord, ProductRecord, SalesRecord
 from worthit.market.store import MarketStore
 
@@ -222,3 +224,26 @@ def test_a_product_added_later_is_found_after_refresh(tmp_path: Path) -> None:
         assert resolver.resolve("Aurora NC700").sku == "S1"
     finally:
         store.close()
+
+
+def test_a_code_many_products_share_stays_ambiguous_past_the_candidate_page() -> None:
+    """Candidates are the most popular matches; an exact name shared by products outside
+    them must still make the answer ambiguous (at 100,000 products "43U8" is sixteen
+    brands' TV, and the one popular among them was answered)."""
+
+    def maker(i: int) -> str:
+        return "Maker" + "abcdefghij"[i // 10] + "abcdefghij"[i % 10]
+
+    exact = [
+        SearchHit(f"E{i}", f"{maker(i)} 43U8 QLED TV", maker(i), "tvs", ("43U8",))
+        for i in range(20)
+    ]
+    pros = [
+        SearchHit(f"P{i}", f"{maker(i)} 43U8 Pro QLED TV", maker(i), "tvs", ("43U8 Pro",))
+        for i in range(CANDIDATES + 10)
+    ]
+    popularity = {"E0": 10_000} | {hit.sku: 1_000 for hit in pros}
+    index = SearchIndex([*exact, *pros], popularity)
+    resolution = decide("43U8", index.search("43U8", 5))
+    assert resolution.status is ResolutionStatus.AMBIGUOUS
+    assert {c.sku for c in resolution.candidates} <= {hit.sku for hit in exact}

@@ -158,6 +158,10 @@ class SearchIndex:
             "CREATE VIRTUAL TABLE names USING fts5("
             "terms, tokenize = 'unicode61 remove_diacritics 0')"
         )
+        self._db.execute(
+            "CREATE VIRTUAL TABLE labels USING fts5("
+            "label, tokenize = 'unicode61 remove_diacritics 0')"
+        )
         self._entries: dict[int, Entry] = {}
         self._postings: dict[int, Postings] = {}
         """Of the products searches have ranked, made when first needed: most never are."""
@@ -180,7 +184,8 @@ class SearchIndex:
     def update(self, hits: Iterable[SearchHit]) -> None:
         """Add products (after every one indexed: least popular), or rename ones indexed."""
         with self._lock:
-            rows = []
+            rows: list[tuple[int, str]] = []
+            labels: list[tuple[int, str]] = []
             repeated: dict[str, Analysed] = {}
             for hit in hits:
                 rowid = self._rowids.get(hit.sku)
@@ -197,7 +202,10 @@ class SearchIndex:
                 for text in entry.texts:
                     self._frequency[text] = self._frequency.get(text, 0) + 1
                 rows.append((rowid, " ".join(entry.texts)))
+                whole = (_whole(n.analysed) for n in entry.names if not n.is_title)
+                labels.append((rowid, " ".join(whole)))
             self._db.executemany("INSERT INTO names (rowid, terms) VALUES (?, ?)", rows)
+            self._db.executemany("INSERT INTO labels (rowid, label) VALUES (?, ?)", labels)
             self._words = None
             self._corrections.clear()
 
@@ -211,6 +219,7 @@ class SearchIndex:
             else:
                 self._frequency.pop(text, None)
         self._db.execute("DELETE FROM names WHERE rowid = ?", (rowid,))
+        self._db.execute("DELETE FROM labels WHERE rowid = ?", (rowid,))
 
     def search(self, text: str, limit: int = 8, *, prefix: bool = False) -> list[Match]:
         """Products for `text`, best first. `prefix`: the last word may be unfinished
@@ -221,6 +230,8 @@ class SearchIndex:
         with self._lock:
             query = self._query(analysed, prefix)
             rowids = self._every_word(query) or self._any_word(query)
+            seen = set(rowids)
+            rowids += [rowid for rowid in self._named(analysed) if rowid not in seen]
             found = [(self._entries[rowid], self._postings_of(rowid)) for rowid in rowids]
         matches = [m for m in (_match(e, p, query) for e, p in found) if m.coverage > 0]
         matches.sort(key=lambda m: (-m.score, -m.popularity, m.hit.sku))
@@ -270,6 +281,13 @@ class SearchIndex:
         expression = " AND ".join(f"({' OR '.join(dict.fromkeys(g))})" for g in required)
         return self._rows(expression, "rowid")
 
+    def _named(self, analysed: Analysed) -> list[int]:
+        """Products one of whose labels is exactly what was typed, however popular: the
+        steps above keep the most popular matches, and an exact name outside them ("43U8"
+        is sixteen brands' TV at 100,000 products) must still be seen to be ambiguous."""
+        sql = "SELECT rowid FROM labels WHERE labels MATCH ? ORDER BY rowid LIMIT ?"
+        return [row[0] for row in self._db.execute(sql, (_quoted(_whole(analysed)), CANDIDATES))]
+
     def _any_word(self, query: _Query) -> list[int]:
         """Products having any of the query's rarest terms, by bm25."""
         rarest = sorted(query.wanted, key=lambda text: self._frequency.get(text, 0))
@@ -311,6 +329,11 @@ class SearchIndex:
         if len(self._corrections) > _CORRECTIONS_KEPT:
             self._corrections.popitem(last=False)
         return corrections
+
+
+def _whole(analysed: Analysed) -> str:
+    """A label as one term: its positions run together ("Kestrel Q5" is "kestrelq5")."""
+    return "".join(analysed.positions)
 
 
 def _quoted(term: str) -> str:
