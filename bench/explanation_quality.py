@@ -269,7 +269,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--model", default=None, help="a GGUF (default: the bundled model)")
     parser.add_argument("--lora", default=None, help="a LoRA adapter in GGUF")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads (1: on a busy shared host two spin-waiting threads ran "
+        "about 20 times slower than one)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write each scored pair here")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
