@@ -18,7 +18,7 @@ same title there.
 
     git worktree add ../before <commit>
     nice .venv/bin/python bench/search.py --db var/demo.db --db var/demo-100k.db \\
-        --baseline ../before/src
+        --baseline ../before/src [--baseline-db var/demo-v5.db --baseline-db ...]
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", action="append", default=[], help="a demo market (repeat)")
     parser.add_argument("--baseline", help="another checkout's src directory, to compare")
+    parser.add_argument(
+        "--baseline-db",
+        action="append",
+        default=[],
+        help="the market the baseline reads, one per --db (a copy at its schema version)",
+    )
     parser.add_argument("--passes", type=int, default=3, help="timed passes over the set")
     parser.add_argument("--json", help="write the raw results here")
     parser.add_argument("--arm", help=argparse.SUPPRESS)
@@ -58,12 +64,14 @@ def main() -> None:
         arms = {"before": str(Path(args.baseline).resolve()), **arms}
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        markets = {"shop": str(Path(tmp) / "shop.db"), **market_names(args.db)}
+        baseline = dict(zip(args.db, args.baseline_db, strict=False))
+        markets = {"shop": "", **market_names(args.db)}
         for market, db in markets.items():
             for arm, src in arms.items():
+                read = baseline.get(db, db) if arm == "before" else db
                 if market == "shop":
-                    db = str(Path(tmp) / f"shop-{arm}.db")
-                results.setdefault(market, {})[arm] = child(src, db, market, args.passes)
+                    read = str(Path(tmp) / f"shop-{arm}.db")
+                results.setdefault(market, {})[arm] = child(src, read, market, args.passes)
                 print(f"{market} {arm}: done", file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
