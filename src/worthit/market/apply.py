@@ -30,14 +30,17 @@ sku order, which makes such deadlocks rarer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from worthit.db.connection import Connection
 from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
 from worthit.market.store import MarketStore
 from worthit.text.time import Clock, now_ms
+
+T = TypeVar("T")
 
 _EVENT_ERRORS = (OverflowError, RecursionError, ValueError)
 """What one event can cause, with the database's row errors (`Errors.row`); a full disk
@@ -126,7 +129,7 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
                     new = [i for i, fresh in zip(live, claimed, strict=True) if fresh]
                     changed = store.apply_records(conn, [events[i] for i in new])
                 except errors as exc:
-                    raise _RowError from exc
+                    raise RowRefusedError from exc
                 for index, fresh in zip(live, claimed, strict=True):
                     if not fresh:
                         results[index] = EventResult(events[index].event_id, Outcome.DUPLICATE)
@@ -153,12 +156,19 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
             applied(index, changed_one)
         return BatchReport([r for r in results if r is not None], changed_skus, restated_skus)
 
+    return write_batch(store, batch)
+
+
+class RowRefusedError(Exception):
+    """A row the database refused in a batch run without savepoints: the batch runs again
+    with one savepoint per row, so that row alone fails."""
+
+
+def write_batch(store: MarketStore, work: Callable[[Connection, bool], T]) -> T:
+    """The one way a batch is written (events here, import lines in ingest/importer.py):
+    `work(conn, False)` in one transaction, without savepoints; when it raises
+    `RowRefusedError`, `work(conn, True)` in a new one, each row under its own savepoint."""
     try:
-        return store.write(lambda conn: batch(conn, guarded=False))
-    except _RowError:
-        return store.write(lambda conn: batch(conn, guarded=True))
-
-
-class _RowError(Exception):
-    """An event the database refused, in a batch run without savepoints: run it again
-    with one per event, so that event alone is rejected."""
+        return store.write(lambda conn: work(conn, False))
+    except RowRefusedError:
+        return store.write(lambda conn: work(conn, True))

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, time
 from pydantic import ValidationError
 
 from worthit.db.connection import Connection
+from worthit.market.apply import RowRefusedError, write_batch
 from worthit.market.records import (
     RECORD_TYPES,
     PriceRecord,
@@ -162,7 +163,7 @@ def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportRe
             try:
                 changed = store.apply_records(conn, [record for _, record in batch])
             except errors as exc:
-                raise _LineRefusedError from exc
+                raise RowRefusedError from exc
             part.written = sum(changed)
             part.unchanged = len(changed) - part.written
             return part
@@ -181,16 +182,8 @@ def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportRe
                 part.unchanged += 1
         return part
 
-    try:
-        part = store.write(lambda conn: write(conn, guarded=False))
-    except _LineRefusedError:
-        part = store.write(lambda conn: write(conn, guarded=True))
+    part = write_batch(store, write)
     report.written += part.written
     report.unchanged += part.unchanged
     report.errors.extend(part.errors)
     batch.clear()
-
-
-class _LineRefusedError(Exception):
-    """A line the database refused in a batch run without savepoints: the batch runs
-    again with one per line, so that line alone is reported."""
