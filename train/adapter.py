@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--llama-cpp", type=Path, default=None,
                         help="a llama.cpp tree with convert_lora_to_gguf.py (default: taken "
                         "from the installed llama-cpp-python's sdist)")
+    parser.add_argument("--resume", type=Path, default=None,
+                        help="go on training a saved PEFT adapter (e.g. build/adapter/peft); "
+                        "its rank and targets are kept; pass another --seed for new batches")
     parser.add_argument("--limit", type=int, default=None,
                         help="train on the first N examples only (speed checks)")
     parser.add_argument("--epochs", type=float, default=defaults.epochs)
@@ -103,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     base = load_base(model_path)
     base_dir, peft_dir = args.work / "base", args.work / "peft"
     write_base_config(base.config, type(base).__name__, base_dir)
-    model = with_lora(base, config)
+    if args.resume:
+        model = peft.PeftModel.from_pretrained(base, str(args.resume), is_trainable=True)
+    else:
+        model = with_lora(base, config)
     result = train(model, examples, config, tokenizer.eos_id, log)
     model.save_pretrained(peft_dir)
     log(f"trained: {result.steps} steps, {result.examples_seen} examples in "
@@ -161,6 +167,7 @@ def build_manifest(
             "languages": languages,
             "limit": args.limit,
         },
+        "resumed_from": str(args.resume) if args.resume else None,
         "lora": {"rank": config.rank, "alpha": config.alpha, "dropout": config.dropout,
                  "target_modules": list(TARGET_MODULES)},
         "training": {
