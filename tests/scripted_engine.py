@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from worthit.engine.engine import Delta
 from worthit.engine.errors import AdmissionRefusedError
 from worthit.engine.sequence import FinishReason
+from worthit.engine.streams import Delta
 
 
 class ScriptedStream:

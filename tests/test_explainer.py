@@ -19,7 +19,7 @@ from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
 from worthit.engine.sequence import FinishReason
-from worthit.explain.explainer import Delta, Explanation
+from worthit.explain.explainer import Explanation, TextPiece
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.guarded_stream import GuardedStream, UngroundedError
 from worthit.explain.sanity import problem, repetitive
@@ -63,13 +63,13 @@ def run(engine: ScriptedEngine | None, verdict: Verdict = BUY) -> tuple[str, Exp
         sheet=make_sheet(),
     )
 
-    async def collect() -> list[Delta | Explanation]:
+    async def collect() -> list[TextPiece | Explanation]:
         return [item async for item in explain_live(decision, engine)]  # type: ignore[arg-type]
 
     items = asyncio.run(collect())
     final = items[-1]
     assert isinstance(final, Explanation)
-    return "".join(i.text for i in items[:-1] if isinstance(i, Delta)), final
+    return "".join(i.text for i in items[:-1] if isinstance(i, TextPiece)), final
 
 
 def test_grounded_text_streams_and_is_kept() -> None:

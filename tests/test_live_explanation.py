@@ -10,8 +10,8 @@ import pytest
 from worthit.answer.live import explain_live
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
-from worthit.engine.engine import Delta as EngineDelta
 from worthit.engine.sequence import FinishReason
+from worthit.engine.streams import Delta as EngineDelta
 from worthit.explain.explainer import Explanation
 from worthit.explain.templates import template_explanation
 

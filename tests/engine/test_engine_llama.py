@@ -22,9 +22,10 @@ import pytest
 from llama_cpp import Llama
 
 from worthit.engine.config import EngineConfig
-from worthit.engine.engine import Completion, Engine
+from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
+from worthit.engine.streams import Completion
 
 from engine_fixtures import model_path
 

@@ -31,7 +31,7 @@ from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedErro
 from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta, Explanation, ExplanationRun
+from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Explanation, ExplanationRun, TextPiece
 from worthit.explain.keys import explanation_key
 from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, StoredExplanation
 from worthit.facts.cache import FactsCache
@@ -154,7 +154,7 @@ class Answerer:
             self.languages.count(decision.language)
             left = None if deadline_s is None else deadline_s - (time.perf_counter() - started)
             async for item in self._explain(decision, priority, left, max_tokens, tenant):
-                if isinstance(item, Delta):
+                if isinstance(item, TextPiece):
                     yield item
                 else:
                     explanation = item
@@ -175,7 +175,7 @@ class Answerer:
         deadline_s: float | None,
         max_tokens: int,
         tenant: str | None,
-    ) -> AsyncIterator[Delta | Explanation]:
+    ) -> AsyncIterator[TextPiece | Explanation]:
         if needs_no_model(decision) or self.engine is None:
             async for item in explain_live(decision, self.engine):
                 yield item
@@ -197,7 +197,7 @@ class Answerer:
             run=run,
             tenant=tenant,
         ):
-            if isinstance(item, Delta):
+            if isinstance(item, TextPiece):
                 yield item
             else:
                 final = item
@@ -210,7 +210,7 @@ class Answerer:
 
     async def _from_store(
         self, stored: StoredExplanation, run: ExplanationRun, language: str
-    ) -> AsyncIterator[Delta | Explanation]:
+    ) -> AsyncIterator[TextPiece | Explanation]:
         """The stored text, checked again against the current facts, streamed at once;
         the template when it no longer holds (and the inputs go to the generator)."""
         started = time.perf_counter()
@@ -222,10 +222,10 @@ class Answerer:
             return
         end = 0
         for cut in sentence_ends(stored.text):
-            yield Delta(stored.text[end:cut])
+            yield TextPiece(stored.text[end:cut])
             end = cut
         if end < len(stored.text):
-            yield Delta(stored.text[end:])
+            yield TextPiece(stored.text[end:])
         self.metrics.explanations.labels("stored", language).inc()
         elapsed = _ms(started)
         yield Explanation(

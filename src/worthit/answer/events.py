@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from worthit.audit import Receipt
 from worthit.decide.decider import Decision
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import Delta, Explanation
+from worthit.explain.explainer import Explanation, TextPiece
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,6 @@ class Finished:
         return self.explanation.tokens.get("completion", 0)
 
 
-Event = VerdictReady | Delta | Finished
+Event = VerdictReady | TextPiece | Finished
 
-__all__ = ["Delta", "Event", "Finished", "VerdictReady"]
+__all__ = ["Event", "Finished", "TextPiece", "VerdictReady"]

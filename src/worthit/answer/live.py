@@ -14,7 +14,7 @@ from worthit.decide.intent import IntentKind
 from worthit.engine.backend import EngineBackend, TokenStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
-from worthit.explain.explainer import Delta, Explanation, ExplanationRun, FallbackError
+from worthit.explain.explainer import Explanation, ExplanationRun, FallbackError, TextPiece
 from worthit.explain.templates import template_explanation
 
 FINISH_MARGIN_S = 0.1
@@ -34,7 +34,7 @@ async def stream_explanation(
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
     tenant: str | None = None,
-) -> AsyncIterator[Delta | Explanation]:
+) -> AsyncIterator[TextPiece | Explanation]:
     """Guarded deltas, then one Explanation (always the last item); `deadline_s` is the
     time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows;
     `tenant` is whose share of the engine the model's time comes from."""
@@ -83,7 +83,7 @@ async def explain_live(
     max_tokens: int = 64,
     run: ExplanationRun | None = None,
     tenant: str | None = None,
-) -> AsyncIterator[Delta | Explanation]:
+) -> AsyncIterator[TextPiece | Explanation]:
     """The model's explanation of an answered decision, greedy, as a shopper waits;
     `run` when the caller has already built the decision's."""
     if needs_no_model(decision):
@@ -101,14 +101,16 @@ async def explain_live(
         yield item
 
 
-async def _drive(run: ExplanationRun, stream: TokenStream) -> AsyncIterator[Delta | Explanation]:
+async def _drive(
+    run: ExplanationRun, stream: TokenStream
+) -> AsyncIterator[TextPiece | Explanation]:
     finish: str | None = None
     try:
         async for delta in stream:
             if delta.text:
                 out = run.feed(delta.text)
                 if out:
-                    yield Delta(out)
+                    yield TextPiece(out)
             if run.done:
                 break
             if delta.finish_reason is not None:
@@ -125,7 +127,7 @@ async def _drive(run: ExplanationRun, stream: TokenStream) -> AsyncIterator[Delt
         yield _with_tokens(fallback.explanation, stream)
         return
     if tail:
-        yield Delta(tail)
+        yield TextPiece(tail)
     yield _with_tokens(explanation, stream)
 
 

@@ -29,7 +29,7 @@ from worthit.db.open import is_postgres
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.model_files import MODEL_ENV
-from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Delta
+from worthit.explain.explainer import DEFAULT_MAX_TOKENS, TextPiece
 from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
 from worthit.market.store import MarketStore
@@ -125,7 +125,7 @@ def ask_command(
                         _show_decision(out, event, moment)
                     if spin and event.decision.status is DecisionStatus.ANSWERED:
                         waiting.start()
-                elif isinstance(event, Delta):
+                elif isinstance(event, TextPiece):
                     waiting.stop()  # before stdout writes under the spinner's line
                     if not as_json:
                         out.print(event.text, end="", markup=False)

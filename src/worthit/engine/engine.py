@@ -48,14 +48,14 @@ from worthit.engine.sequence import (
 )
 from worthit.engine.sequence import Sequence as Seq
 from worthit.engine.status import EngineStatus
-from worthit.engine.streams import Completion, Delta, RequestStream, send
+from worthit.engine.streams import Completion, RequestStream, send
 from worthit.engine.timing.budget import PublishedBudget, StepBudget
 from worthit.engine.timing.calibration import IDLE_PROBE_S, Calibration
 from worthit.engine.timing.latency import StepTimeModel
 from worthit.engine.timing.lengths import CompletionLengths
 from worthit.engine.warming import PrefixWarmer
 
-__all__ = ["Completion", "Delta", "Engine", "RequestStream"]
+__all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,10 @@ class Explanation:
 
 
 @dataclass(frozen=True, slots=True)
-class Delta:
+class TextPiece:
+    """A piece of the explanation's text as the shopper receives it (what the engine
+    streams is `engine.streams.Delta`, with its token ids and finish reason)."""
+
     text: str
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload, candidates_payload, done_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
-from worthit.explain.explainer import Delta
+from worthit.explain.explainer import TextPiece
 from worthit.http.caller import request_priority, tenant_name
 from worthit.http.dependencies import state_of
 from worthit.http.fields import ENCODABLE
@@ -157,7 +157,7 @@ async def _stream(
     async with aclosing(events):
         try:
             async for event in events:
-                if isinstance(event, Delta):
+                if isinstance(event, TextPiece):
                     yield sse_event("token", {"text": event.text})
                 elif isinstance(event, Finished):
                     budget.settle(event.generated_tokens)

@@ -28,10 +28,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from worthit.engine.backend import TokenStream
-from worthit.engine.engine import Completion, Delta, Engine
+from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.remote.router import Router
 from worthit.engine.sequence import DeadlinePolicy, SamplingParams
+from worthit.engine.streams import Completion, Delta
 from worthit.http.caller import fair_share_key, request_priority, tenant_name
 from worthit.http.dependencies import StateDep
 from worthit.http.openai.schema import ChatCompletionRequest

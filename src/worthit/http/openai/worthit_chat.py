@@ -29,7 +29,7 @@ from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.sequence import Priority
-from worthit.explain.explainer import Delta
+from worthit.explain.explainer import TextPiece
 from worthit.http.openai.schema import ChatCompletionRequest
 from worthit.http.openai.wire import DONE_LINE, chat_chunk, completion_object, error_response
 from worthit.http.sse import FastJSONResponse
@@ -111,7 +111,7 @@ async def _pieces(
             async for event in events:
                 if isinstance(event, VerdictReady):
                     yield _lead(event.decision), None
-                elif isinstance(event, Delta):
+                elif isinstance(event, TextPiece):
                     buffer += event.text
                     end = last_sentence_end(buffer)
                     if end > len(released):
