@@ -126,6 +126,52 @@ BUY_JA = _inputs(
     ],
 )
 
+WAIT_SALE_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "upcoming_sale",
+            "wait",
+            "618 (35% off) starts in 8 days: at today's price one unit would cost $346.25, "
+            "27.8% below today's $479.42.",
+        ),
+        (
+            "effective_price",
+            "info",
+            "With 618 Pre-sale (10% off) you pay $479.42 for one unit (current $532.69 − 10%).",
+        ),
+    ],
+)
+WAIT_SALE_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        ("upcoming_sale", "wait", "Double 11 Pre-sale将在6天后开始，价格$211.31，比现在低13.6%。"),
+        ("above_90d_avg", "wait", "比90天均价$221.89高10.2%。"),
+    ],
+)
+INSUFFICIENT_ZH = _inputs(
+    "zh",
+    "INSUFFICIENT_DATA",
+    [
+        (
+            "unusable_price",
+            "info",
+            "该商品有一条价格记录不大于零，商家修正数据之前无法判断价格。",
+        ),
+        ("well_rated", "buy", "口碑不错：24条评价，评分4.3/5。"),
+    ],
+)
+BUDGET_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        ("over_budget", "wait", "At $412.00 it is over your budget of $350.00."),
+        ("low_stock", "info", "Only 4 left in stock."),
+    ],
+)
+
 
 # (text, inputs, the property that must fail, a failure code that must be among the reasons)
 REFUSED = [
@@ -295,6 +341,37 @@ REFUSED = [
         "repeated_chars",
     ),
     ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
+    # what the bare model wrote on held-out inputs and a strict reader refuses
+    (
+        "Better to wait because of the 618 starts in 8 days at $346.25.",
+        WAIT_SALE_EN,
+        "fluent",
+        "ungrammatical",
+    ),
+    (
+        "Better to wait because of the 618 Pre-sale discount.",
+        WAIT_SALE_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "Better to wait because of the 618 Pre-sale discount.",
+        WAIT_SALE_EN,
+        "specific",
+        "not_specific",  # 618 Pre-sale is not the 618 the shopper waits for
+    ),
+    (
+        "建议再等等，因为在6天后开始，价格$211.31，比现在低13.6%。",
+        WAIT_SALE_ZH,
+        "specific",
+        "not_specific",  # what starts? the sale is not named
+    ),
+    (
+        "数据还不够，暂时无法判断，因为价格记录不大于零，评价的是价格记录不大于24条评价。",
+        INSUFFICIENT_ZH,
+        "fluent",
+        "repeated_phrase",
+    ),
     # Japanese (the service's third language): the same checks, kanji and katakana closed
     ("今が買い時、なぜなら価価格が安いからです。", BUY_JA, "fluent", "repeated_chars"),
     ("今が買い時、なぜなら because the price is $242.20.", BUY_JA, "fluent", "wrong_script"),
@@ -349,6 +426,15 @@ ACCEPTED = [
     ),
     ("值得现在买，因为现价$242.20，距历史最低价$241.89仅高0.1%。现在入手正合适。", BUY_ZH),
     ("今が買い時、なぜなら現在$242.20で、過去最安値$241.89との差は0.1%しかないからです。", BUY_JA),
+    (
+        "Better to wait because the product is over your budget of $350.00 and only 4 left "
+        "in stock.",
+        BUDGET_EN,
+    ),
+    (
+        "建议再等等，因为Double 11 Pre-sale将在6天后开始，价格$211.31，比现在低13.6%。",
+        WAIT_SALE_ZH,
+    ),
     # the guard's rounding: a number may be written to fewer places
     ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
 ]

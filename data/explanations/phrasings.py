@@ -186,8 +186,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "unusable_price": (
             "a recorded price of this product is not above zero, so the price cannot be judged yet",
-            "one of its recorded prices is not above zero, so its price cannot be judged "
-            "until the seller's feed corrects it",
+            "one of its recorded prices is not above zero, so its price cannot be judged yet",
         ),
         "stale_data": (
             "its newest data is more than {age} old, past the freshness objective of {objective}",
@@ -320,7 +319,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "unusable_price": (
             "该商品有一条价格记录不大于零，暂时无法判断价格",
-            "它有一条价格记录不大于零，商家修正数据之前无法判断价格",
+            "它的价格记录里有一条不大于零，目前无法判断价格",
         ),
         "stale_data": (
             "最新数据距今已超过{age}，超出了{objective}的新鲜度目标",
@@ -487,7 +486,7 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "WAIT:over_budget": (
             "Wait until it drops to {budget} or less; I can watch for that.",
-            "I can alert you when it falls within your budget of {budget}.",
+            "I can alert you when it falls to {budget} or less.",
         ),
         "WAIT:was_price_untrusted": (
             "Wait for a real price cut below {median90}; I can watch it for you.",

@@ -29,6 +29,7 @@ detail, so a caller can log why a text was refused. The gold data
 
 from __future__ import annotations
 
+import collections
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -318,6 +319,8 @@ _KEY_SLOTS: dict[str, tuple[str, ...]] = {
     "stale_data": ("age",),
 }
 """What names a reason: its key numbers, dates or event name (any one will do)."""
+_KEY_REQUIRED = {"upcoming_sale": "name", "sale_event": "name"}
+"""Reasons about a sale are named by the sale: what the shopper waits for."""
 _KEY_PHRASES: dict[str, dict[str, tuple[str, ...]]] = {
     "out_of_stock": {"en": ("out of stock",), "zh": ("缺货",), "ja": ("在庫切れ",)},
     "no_price": {
@@ -432,7 +435,7 @@ ALLOWED_EN = _words(
     near about expected expect should bring brings would rather instead against away during
     within sure yet already ever given so around above below under over among highest true
     claimed claims matches match judge reliable tracking record recorded short enough more
-    data average others give offer deeper deep go ahead
+    data average others give offer deeper deep go ahead product item
     """
 )
 """Neutral advice and connective words a shopper's sentence needs beyond the reasons
@@ -538,10 +541,18 @@ _PRAISE = _Cue(
         r"|口碑不错|口碑好|好评|质量好|評価は良好|評判が良|高評価"
     ),
 )
+_DEAL_NOW = _Cue(
+    "deal_now",
+    re.compile(
+        r"^of (the |a |an |its )?[\w' -]{0,30}?\b(discount|deal|coupon|promotion|offer)s?\b"
+    ),
+)
+"""A WAIT or a SKIP "because of the pre-sale discount" (the body after "because"): an
+offer is never why not to buy."""
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
     VerdictKind.BUY: (_WAIT, _NEGATIVE),
-    VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
-    VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE),
+    VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _DEAL_NOW),
+    VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE, _DEAL_NOW),
     VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
 }
 """The claims that point against each verdict."""
@@ -597,9 +608,12 @@ def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     doubled = _doubled(stripped, inputs)
     if doubled:
         out.append(("repeated_chars", doubled))
-    repeated = _repeated_phrase(body, inputs.language, _input_text(inputs))
+    repeated = _repeated_phrase(body, inputs.language, _input_text(inputs), _names_of(inputs))
     if repeated:
         out.append(("repeated_phrase", repeated))
+    broken = _BECAUSE_OF_CLAUSE.search(body) if inputs.language == "en" else None
+    if broken is not None:
+        out.append(("ungrammatical", broken.group(0)))
     if not ends_sentence(stripped.rstrip("\"'”’)）")):
         out.append(("no_sentence_end", stripped[-12:]))
     sentences = len(
@@ -617,6 +631,13 @@ def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     if (zh and cjk < MIN_CJK) or (not zh and words < MIN_WORDS_EN):
         out.append(("too_short", f"{cjk if zh else words} {'CJK characters' if zh else 'words'}"))
     return out
+
+
+_BECAUSE_OF_CLAUSE = re.compile(
+    r"^of\b[^,.;:]*?\b(is|are|was|were|starts|ends|has|have|had|will|would|can|claims)\b",
+    re.IGNORECASE,
+)
+""""…because of the 618 starts in 8 days": a clause where "because of" wants a noun."""
 
 
 def _latin_words(text: str) -> list[str]:
@@ -640,23 +661,38 @@ def _doubled(text: str, inputs: CheckInputs) -> str:
     return ""
 
 
-def _repeated_phrase(body: str, language: str, source: str) -> str:
-    """A phrase said twice: four words in English, four characters in Chinese, unless
-    the inputs have it (a sale's name or "your budget" may well come back in the advice)."""
-    seen: set[str] = set()
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)*|\d+(?:[.,]\d+)*")
+
+
+def _repeated_phrase(body: str, language: str, source: str, names: Sequence[str] = ()) -> str:
+    """A phrase said more often than the inputs say it: four words or numbers in English,
+    four characters in Chinese ("价格记录不大于零" twice when the reason says it once). A
+    sale's name may come back in the advice ("…Black Friday… Wait for Black Friday")."""
+    for name in names:
+        body = body.replace(name, " ")
     grams: list[str]
     if language in ("zh", "ja"):
         runs = (_JA_RUN if language == "ja" else _CJK_RUN).findall(body)
         grams = [run[i : i + 4] for run in runs for i in range(len(run) - 3)]
     else:
-        words = _WORD.findall(body.lower())
+        words = _TOKEN.findall(body.lower())
         grams = [" ".join(words[i : i + 4]) for i in range(len(words) - 3)]
-        source = " ".join(_WORD.findall(source.lower()))
-    for gram in grams:
-        if gram in seen and gram not in source:
+        source = " ".join(_TOKEN.findall(source.lower()))
+    counts = collections.Counter(grams)
+    for gram, count in counts.items():
+        if count > 1 and count > source.count(gram):
             return gram
-        seen.add(gram)
     return ""
+
+
+def _names_of(inputs: CheckInputs) -> tuple[str, ...]:
+    """The event and offer names the reasons write, longest first."""
+    names = {
+        slots["name"]
+        for r in inputs.reasons
+        if (slots := reason_slots(r.code, r.text, inputs.language)) and slots.get("name")
+    }
+    return tuple(sorted(names, key=len, reverse=True))
 
 
 def _input_text(inputs: CheckInputs) -> str:
@@ -812,10 +848,26 @@ def _specificity(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         values = [slots[s] for s in _KEY_SLOTS.get(key.code, ()) if s in slots]
     if not values and not phrases:
         return []
+    required = _KEY_REQUIRED.get(key.code)
+    if slots is not None and required in slots:
+        # a sale is named by its name, not only by its numbers ("在6天后开始" says nothing
+        # of what starts), and "618" inside "618 Pre-sale" is another event
+        others = [n for n in _names_of(inputs) if n != slots[required]]
+        if _names_event(body, slots[required], others):
+            return []
+        return [("not_specific", f"does not name {key.code}'s {slots[required]}")]
     if any(_names(body, value) for value in values):
         return []
     wanted = ", ".join(values + list(phrases))
     return [("not_specific", f"names none of {key.code}'s {wanted}")]
+
+
+def _names_event(body: str, name: str, others: Sequence[str]) -> bool:
+    """Whether the body writes `name` other than as part of a longer name of the inputs."""
+    for other in others:
+        if name in other:
+            body = body.replace(other, " ")
+    return name.lower() in body.lower()
 
 
 def _names(body: str, value: str) -> bool:
