@@ -361,6 +361,35 @@ REFUSED = [
         "not_specific",  # 618 Pre-sale is not the 618 the shopper waits for
     ),
     (
+        "Better to wait because of the 618 at $346.25 is a 27.8% discount from the 618 at $346.25.",
+        WAIT_SALE_EN,
+        "fluent",
+        "ungrammatical",
+    ),
+    (
+        "Better to wait because the product is better than 98.3% of the time.",
+        _inputs(
+            "en",
+            "WAIT",
+            [
+                (
+                    "high_percentile",
+                    "wait",
+                    "Today's price is higher than 98.3% of prices in the last 90 days.",
+                )
+            ],
+        ),
+        "faithful",
+        "false_comparison",
+    ),
+    (
+        'Better to wait because the seller\'s "was" price of $161.83 is ignored, and the '
+        "90-day median is $94.72, which is a true discount of 15.7%.",
+        WAIT_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
         "建议再等等，因为在6天后开始，价格$211.31，比现在低13.6%。",
         WAIT_SALE_ZH,
         "specific",

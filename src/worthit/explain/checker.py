@@ -634,7 +634,8 @@ def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
 
 
 _BECAUSE_OF_CLAUSE = re.compile(
-    r"^of\b[^,.;:]*?\b(is|are|was|were|starts|ends|has|have|had|will|would|can|claims)\b",
+    r"^of\b(?:[^,.;:]|(?<=\d)[.,](?=\d))*?"
+    r"\b(is|are|was|were|starts|ends|has|have|had|will|would|can|claims)\b",
     re.IGNORECASE,
 )
 """"…because of the 618 starts in 8 days": a clause where "because of" wants a noun."""
@@ -710,6 +711,10 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         out.append(("ungrounded_number", ", ".join(guard.ungrounded)))
     elif guard.false_comparisons:
         out.append(("false_comparison", "; ".join(guard.false_comparisons)))
+    else:
+        twisted = _twisted_comparison(body, inputs) if inputs.language == "en" else ""
+        if twisted:
+            out.append(("false_comparison", twisted))
     unknown = _unknown_words(body, inputs)
     if unknown:
         out.append(("unknown_words", ", ".join(unknown)))
@@ -726,6 +731,35 @@ def _against(body: str, inputs: CheckInputs) -> str:
         if match and not (cue.licensed_by & own):
             return f"{cue.name}: {match.group(0)!r}"
     return ""
+
+
+_THAN = re.compile(r"\b([a-z]+) than (?:[a-z]+ ){0,2}?[$€£¥]?(\d[\d,]*(?:\.\d+)?)")
+
+
+def _twisted_comparison(body: str, inputs: CheckInputs) -> str:
+    """A reason's "higher than 87.2%" written as "better than 87.2%", or one reason's
+    number said to be another's ("$649.82, which is a true discount of 5.6%"): the numbers
+    are the reasons', the claim joining them is not."""
+    said: dict[str, set[str]] = collections.defaultdict(set)
+    for reason in inputs.reasons:
+        for word, number in _THAN.findall(reason.text.lower()):
+            said[number].add(word)
+    for match in _THAN.finditer(body.lower()):
+        word, number = match.groups()
+        if said.get(number) and word not in said[number]:
+            return match.group(0)
+    texts = [r.text for r in inputs.reasons]
+    for match in _WHICH_IS.finditer(body):
+        first, second = match.groups()
+        owners = [t for t in texts if first in t]
+        if owners and not any(second in t for t in owners):
+            return match.group(0)  # "$649.82, which is a true discount of 5.6%": two reasons
+    return ""
+
+
+_WHICH_IS = re.compile(
+    r"(\d[\d,]*(?:\.\d+)?)%?,? which (?:is|means) (?:[A-Za-z'-]+ ){0,5}?[$€£¥]?(\d[\d,]*(?:\.\d+)?)"
+)
 
 
 @lru_cache(maxsize=1024)
