@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from worthit.explain.guard import GuardResult, allowed_numbers, check_grounding
 from worthit.explain.guarded_stream import GuardedStream
+from worthit.text.sentences import ends_sentence
 
 from factories import make_promotion, make_reason, make_sheet, make_verdict
 
@@ -308,12 +309,14 @@ def test_a_comparison_passes_with_the_right_word_and_fails_with_the_wrong_one(
 def test_a_true_comparison_is_never_refused_while_it_streams(
     a: Decimal, b: Decimal, sentence: tuple[str, str, str], data: st.DataObject
 ) -> None:
-    """The streaming guard checks every released prefix: "lower than the 90-d" must not be
-    read as a comparison with 90."""
+    """The streaming guard checks every sentence as it completes, whatever the token cuts:
+    "lower than the 90-d" must not be read as a comparison with 90."""
     template, lower, higher = sentence
     if a == b:
         return
     text = template.format(a=a, b=b, word=lower if a < b else higher)
+    if not ends_sentence(text):  # the stream shows whole sentences only
+        text += "。" if "元" in text else "."
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=len(text)))
     bounds = sorted({0, len(text), *cuts})
     stream = GuardedStream({a, b, Decimal(90)}, max_sentences=5)

@@ -13,6 +13,7 @@ import pytest
 from scripted_engine import ScriptedEngine, restating
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
+from worthit.answer.demand import LANGUAGES
 from worthit.answer.events import Finished
 from worthit.answer.payload import answer_payload
 from worthit.explain.explainer import ExplanationRun
@@ -196,7 +197,7 @@ def test_a_changed_product_it_had_explained_is_rewritten_next(market: Path) -> N
 def test_a_pass_measures_the_demand_the_store_covers(market: Path) -> None:
     answerer = answerer_over(market, None)
     empty = asyncio.run(ExplanationGenerator(answerer).run(write=False))
-    assert empty.pairs == 2 * 60 and empty.coverage == 0.0
+    assert empty.pairs == len(LANGUAGES) * 60 and empty.coverage == 0.0
     ask(answerer_over(market, ScriptedEngine(GOOD)), "Is the Aurora NC700 worth buying?")
     some = asyncio.run(ExplanationGenerator(answerer_over(market, None)).run(write=False))
     assert some.covered_pairs == 1 and 0 < some.coverage < 1

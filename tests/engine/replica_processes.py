@@ -74,9 +74,11 @@ class Replica:
 
 
 def worthit_replica(log_dir: Path, *extra: str) -> Replica:
+    """`worthit engine serve` on the bare bundled model (`--lora none`), as llama.cpp's own
+    servers load it, so their outputs and model ids compare."""
     port = free_port()
     command = [sys.executable, "-m", "worthit", "engine", "serve", "--port", str(port),
-               *SMALL_ENGINE, *extra]  # fmt: skip
+               "--lora", "none", *SMALL_ENGINE, *extra]  # fmt: skip
     return Replica(command, port, log_dir / f"worthit-{port}.log")
 
 

@@ -10,11 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from worthit.decide.rules import decide_verdict
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
+from worthit.explain.inputs import ExplanationInputs
+from worthit.facts.builder import FactsBuilder
 from worthit.http.app import create_app
+from worthit.market.store import MarketStore
 from worthit.service.tenants import TenantStore
 
+from conftest import market_clock
 from live_server import LiveServer
 from service_fixtures import fake_engine, keyed_service, market_copy, market_settings, open_service
 
@@ -307,7 +312,8 @@ def test_worthit_model_streams_whole_sentences_only(market_copy: Path) -> None:
     from engine_fakes import ScriptedRunner
 
     config = EngineConfig(context_size=4096, block_size=16)
-    script = " it is at its all-time low and well rated by buyers. And then it goes on and on"
+    first = _strongest_reason(market_copy, "S1")  # a sentence every check passes
+    script = f" {first[0].lower()}{first[1:]} And then it goes on and on"
     engine = Engine(ScriptedRunner(script, n_ctx=config.context_size), config)
     settings = market_settings(market_copy, auth=False, default_deadline_ms=600_000)
     app = create_app(settings, engine=engine)  # a character a token: long prompts
@@ -317,17 +323,28 @@ def test_worthit_model_streams_whole_sentences_only(market_copy: Path) -> None:
         for chunk in api.chat.completions.create(
             model="worthit",
             messages=[{"role": "user", "content": "Is the Aurora NC700 worth buying?"}],
-            max_tokens=70,  # the script's second sentence is cut
+            max_tokens=len(script) - 10,  # the script's second sentence is cut
             stream=True,
         ):
             parts.extend(choice.delta.content or "" for choice in chunk.choices)
             final = getattr(chunk, "worthit", None) or final
     engine.close()
     streamed = "".join(parts)
-    assert "well rated by buyers." in streamed
+    assert streamed.endswith(first[1:])
     assert "And then" not in streamed
     assert final is not None and final["explanation_source"] == "llm"
-    assert final["explanation"].endswith("well rated by buyers.")
+    assert streamed.endswith(final["explanation"])
+
+
+def _strongest_reason(market: Path, sku: str) -> str:
+    """The sentence the rules lead with for `sku`, as the model reads it."""
+    store = MarketStore(market)
+    try:
+        sheet = FactsBuilder(store, clock=market_clock()).build(sku)
+    finally:
+        store.close()
+    assert sheet is not None
+    return ExplanationInputs.of(sheet.title, decide_verdict(sheet), sheet.currency).reasons[0]
 
 
 @pytest.mark.parametrize("model", ["fake-model", "worthit", None])

@@ -57,7 +57,8 @@ def exchange(port: int, request: bytes, timeout: float = 10) -> bytes:
 
 
 def test_connections_beyond_the_limit_get_a_problem(market_copy: Path) -> None:
-    with serving(market_copy, TransportLimits(max_connections=2), auth=False) as server:
+    limits = TransportLimits(max_connections=2, reserved_connections=0)  # no reserve: refuse
+    with serving(market_copy, limits, auth=False) as server:
         held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
         time.sleep(0.2)
         try:
