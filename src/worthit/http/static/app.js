@@ -815,9 +815,9 @@
   }
 
   function onStreamEnd(stream) {
+    if (stream.done) return; // `done` ends the answer once its words are revealed
     flushText(stream);
     endStreaming();
-    if (stream.done) return;
     // The body ended (or broke) without `done`: keep what arrived and say so.
     if (!stream.gotVerdict) {
       showOffline(stream);
@@ -852,7 +852,14 @@
   }
 
   function finish(stream, done) {
-    flushText(stream);
+    // The template arrives whole with `done` (the model's words were refused before any
+    // was sent): it is revealed as the model's would have been.
+    if (typeof done.explanation === "string" && !stream.text) queueText(stream, done.explanation);
+    whenRevealed(() => finishShown(stream, done));
+  }
+
+  function finishShown(stream, done) {
+    if (stream !== state.stream) return;
     if (typeof done.explanation === "string" && done.explanation && done.explanation !== stream.text) {
       // The model's words were refused before any was shown: show the template the server kept.
       stream.text = done.explanation;
@@ -877,29 +884,67 @@
   }
 
   // --------------------------------------------------- progressive text --
-  // Tokens are appended to one text node once per animation frame: a burst of 30 tokens
-  // in one frame is one DOM write and one layout, not 30.
+  // The server sends the model's words a whole checked sentence at a time; the page
+  // reveals them a few characters an animation frame (about 180 a second, faster than
+  // anyone reads), so a sentence is seen arriving rather than dropped in at once. One
+  // text node takes every write: a frame is one DOM write and one layout.
+  const REVEAL_CHARS = 3;
   let pendingText = "";
   let textNode = null;
   let frame = 0;
+  let afterReveal = null;
 
   function queueText(stream, text) {
     if (!text || stream !== state.stream) return;
     pendingText += text;
     stream.text += text;
-    if (!frame) frame = requestAnimationFrame(() => flushText(stream));
+    if (!frame) frame = requestAnimationFrame(revealStep);
+  }
+
+  function revealStep() {
+    frame = 0;
+    const shown = Array.from(pendingText).slice(0, REVEAL_CHARS).join("");
+    appendShown(shown);
+    pendingText = pendingText.slice(shown.length);
+    if (pendingText) {
+      frame = requestAnimationFrame(revealStep);
+    } else if (afterReveal) {
+      const then = afterReveal;
+      afterReveal = null;
+      then();
+    }
+  }
+
+  function whenRevealed(then) {
+    if (pendingText) afterReveal = then;
+    else then();
   }
 
   function flushText() {
+    // Everything at once (the stream ended, broke or was replaced): nothing waits.
     if (frame) cancelAnimationFrame(frame);
     frame = 0;
-    if (!pendingText) return;
+    afterReveal = null;
+    appendShown(pendingText);
+    pendingText = "";
+  }
+
+  function dropText() {
+    // A new answer: what the last one had not shown yet is not shown.
+    if (frame) cancelAnimationFrame(frame);
+    frame = 0;
+    afterReveal = null;
+    pendingText = "";
+    textNode = null;
+  }
+
+  function appendShown(text) {
+    if (!text) return;
     if (!textNode || textNode.parentNode !== el.explanation) {
       textNode = document.createTextNode("");
       el.explanation.append(textNode);
     }
-    textNode.appendData(pendingText);
-    pendingText = "";
+    textNode.appendData(text);
   }
 
   // ------------------------------------------------------------- offline --
@@ -960,8 +1005,7 @@
     el.answer.hidden = false;
     el.candidates.hidden = true;
     el.explanation.textContent = "";
-    textNode = null;
-    pendingText = "";
+    dropText();
     el.source.textContent = "";
     el.timings.replaceChildren();
     el.status.textContent = "";
