@@ -241,6 +241,7 @@ def _derived(slots: dict[str, str], language: str) -> dict[str, str]:
     if "observations" in slots:
         n = slots["observations"]
         out["obs"] = f"{n} price observation" + ("" if n == "1" else "s")
+        out["are"] = "is" if n == "1" else "are"
     if "days_tracked" in slots:
         d = slots["days_tracked"]
         out["over_days"] = "less than a day" if d == "0" else f"{d} day" + ("" if d == "1" else "s")

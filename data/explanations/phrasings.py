@@ -11,7 +11,8 @@ Slots are the reason's own values exactly as its sentence writes them (read back
 derived in build.py so English stays grammatical:
 
 - `in_days` / `days_away`: "in 1 day" / "1 day", "in 13 days" / "13 days"
-- `obs`, `over_days`: "1 price observation", "8 price observations"; "1 day", "7 days"
+- `obs`, `are`, `over_days`: "1 price observation", "8 price observations"; "is", "are";
+  "less than a day", "1 day", "7 days"
 - `prices`: a calendar sale's expected price or range as its line writes it
 - `np`: the name a claimed discount is made under ("today's price", "618活动价")
 
@@ -175,7 +176,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "{earlier}/5",
         ),
         "few_observations": (
-            "there are only {obs} over {over_days}, and worthit needs at least "
+            "there {are} only {obs} over {over_days}, and worthit needs at least "
             "{min_observations} to judge the price",
             "with only {obs} in {over_days}, the price history is too short; worthit needs "
             "{min_observations}",
