@@ -201,6 +201,19 @@ REFUSED = [
         "unknown_words",
     ),
     ("Not worth buying because of the price drop.", SKIP_EN, "faithful", "wrong_direction"),
+    (  # the first adapter borrowed a wait's advice for a buy
+        "Worth buying now because at $242.20 it is within 0.1% of its all-time low of "
+        "$241.89. I can tell you when it drops to $241.89.",
+        BUY_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "值得现在买，因为当前价$242.20，距历史最低价$241.89仅高0.1%。降到$241.89时我可以提醒你。",
+        BUY_ZH,
+        "faithful",
+        "wrong_direction",
+    ),
     ("Worth buying now because of the price difference.", BUY_EN, "specific", "not_specific"),
     (
         "建议再等等，因为从上面的结论中，可以看出，在上面的结论中，有一个明明的确定。",

@@ -16,24 +16,31 @@ from worthit.answer.live import ENGINE_PROBLEMS, stream_explanation
 from worthit.decide.verdict import Verdict
 from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority, SamplingParams
-from worthit.explain.explainer import Explanation, ExplanationRun
+from worthit.explain.explainer import (
+    CJK_TOKEN_FACTOR,
+    DEFAULT_MAX_TOKENS,
+    Explanation,
+    ExplanationRun,
+    token_budget,
+)
 from worthit.facts.sheet import FactSheet
 
-MAX_TOKENS = 64
 RETRY_TEMPERATURE = 0.7
 DEFAULT_TRIES = 4
 SAMPLING_POLICY = (
     f"best-of-{DEFAULT_TRIES}: greedy, then temperature {RETRY_TEMPERATURE} with seeds "
-    f"1..{DEFAULT_TRIES - 1}; at most {MAX_TOKENS} tokens"
+    f"1..{DEFAULT_TRIES - 1}; at most {DEFAULT_MAX_TOKENS} tokens "
+    f"({CJK_TOKEN_FACTOR}x in Chinese and Japanese)"
 )
 """Part of every stored explanation's key: a change of policy is a change of text."""
 
 
-def try_params(i: int) -> SamplingParams:
+def try_params(i: int, language: str) -> SamplingParams:
     """The i-th try (0-based): greedy first, then seeded sampling."""
+    tokens = token_budget(language)
     if i == 0:
-        return SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0)
-    return SamplingParams(max_tokens=MAX_TOKENS, temperature=RETRY_TEMPERATURE, seed=i)
+        return SamplingParams(max_tokens=tokens, temperature=0.0)
+    return SamplingParams(max_tokens=tokens, temperature=RETRY_TEMPERATURE, seed=i)
 
 
 def describe(params: SamplingParams) -> str:
@@ -76,8 +83,8 @@ async def generate(
     outcomes: list[str] = []
     tokens = 0
     for i in range(tries):
-        params = try_params(i)
         run = ExplanationRun(sheet, verdict)
+        params = try_params(i, run.inputs.language)
         final: Explanation | None = None
         async for item in stream_explanation(run, engine, params, priority=priority):
             if isinstance(item, Explanation):

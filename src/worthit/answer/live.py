@@ -14,7 +14,14 @@ from worthit.decide.intent import IntentKind
 from worthit.engine.backend import EngineBackend, TokenStream
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError, PromptTooLongError
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams
-from worthit.explain.explainer import Explanation, ExplanationRun, FallbackError, TextPiece
+from worthit.explain.explainer import (
+    DEFAULT_MAX_TOKENS,
+    Explanation,
+    ExplanationRun,
+    FallbackError,
+    TextPiece,
+    token_budget,
+)
 from worthit.explain.templates import template_explanation
 
 FINISH_MARGIN_S = 0.1
@@ -80,7 +87,7 @@ async def explain_live(
     *,
     priority: Priority = Priority.MEDIUM,
     deadline_s: float | None = None,
-    max_tokens: int = 64,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
     run: ExplanationRun | None = None,
     tenant: str | None = None,
 ) -> AsyncIterator[TextPiece | Explanation]:
@@ -94,7 +101,9 @@ async def explain_live(
     if engine is None:
         yield run.fallback("no_model")
         return
-    params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+    params = SamplingParams(
+        max_tokens=token_budget(run.inputs.language, max_tokens), temperature=0.0
+    )
     async for item in stream_explanation(
         run, engine, params, priority=priority, deadline_s=deadline_s, tenant=tenant
     ):

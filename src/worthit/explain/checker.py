@@ -527,6 +527,14 @@ _WAIT = _Cue(
         r"|再等|等等|等到|等价格|观望|先别|别急|晚点|以后再|待った方|待つ|待って|待ち|見送|様子を見"
     ),
 )
+_WHEN_LOWER = _Cue(
+    "when_lower",
+    re.compile(
+        r"\b(when|once|if) (it|the price) (drops|falls|goes down|gets cheaper)\b"
+        r"|\b(drops|falls) (to|below)\b|降到|降价时|降价后|降价了再|下がったら|値下がりしたら"
+    ),
+)
+"""A BUY that offers to say when the price drops: that is a wait's advice, not a buy's."""
 _NEGATIVE = _Cue(
     "not_worth",
     re.compile(
@@ -550,7 +558,7 @@ _DEAL_NOW = _Cue(
 """A WAIT or a SKIP "because of the pre-sale discount" (the body after "because"): an
 offer is never why not to buy."""
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
-    VerdictKind.BUY: (_WAIT, _NEGATIVE),
+    VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER),
     VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _DEAL_NOW),
     VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE, _DEAL_NOW),
     VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
