@@ -79,8 +79,7 @@ def test_grounded_text_streams_and_is_kept() -> None:
     shown, final = run(model)
     assert final.source == "llm"
     assert final.text == (
-        "Worth buying now because it is only 2.4% above its all-time low of $249.00. It is well "
-        "rated."
+        "Worth buying now because it is only 2.4% above its all-time low of $249.00."
     )
     assert shown.startswith("Worth buying now because it is only")
     assert model.calls[0]["answer_prefix"] == "Worth buying now because"
@@ -136,14 +135,15 @@ def test_a_false_comparison_falls_back_naming_the_claim() -> None:
     assert final.ungrounded == ("$299, which is lower than the all-time low of $249",)
 
 
-def test_stops_reading_the_model_after_two_sentences() -> None:
+def test_stops_reading_the_model_after_its_first_sentence() -> None:
+    """The model's words are its first sentence (explainer.MODEL_SENTENCES): it says why."""
     model = Scripted(
         " it is within 2.4% of its low. ", "It is well rated. ", "Third one. ", "Four."
     )
     _, final = run(model)
     assert final.source == "llm"
-    assert "Third" not in final.text
-    assert model.streams[0].consumed == 2
+    assert final.text == "Worth buying now because it is within 2.4% of its low."
+    assert model.streams[0].consumed == 1
 
 
 def test_an_invented_price_falls_back_to_the_template_before_it_is_shown() -> None:
