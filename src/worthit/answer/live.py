@@ -7,6 +7,7 @@ deadline: a refusal is an answer too, the template.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 from worthit.decide.decider import Decision
@@ -141,14 +142,16 @@ async def _drive(
 
 
 def _with_tokens(explanation: Explanation, stream: TokenStream) -> Explanation:
+    """The explanation with the engine's token counts, as a new object: the run built it."""
     done = stream.completion
-    if done is not None:
-        explanation.tokens = {
-            "prompt": done.prompt_tokens,
-            "cached": done.cached_tokens,
-            "completion": done.completion_tokens,
-        }
-    return explanation
+    if done is None:
+        return explanation
+    tokens = {
+        "prompt": done.prompt_tokens,
+        "cached": done.cached_tokens,
+        "completion": done.completion_tokens,
+    }
+    return dataclasses.replace(explanation, tokens=tokens)
 
 
 def needs_no_model(decision: Decision) -> bool:
