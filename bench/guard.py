@@ -29,8 +29,9 @@ from worthit.cli.engine_host import run_with_engine
 from worthit.demo.simulator import simulate
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
-from worthit.engine.model_files import resolve_model_path
+from worthit.engine.model_files import resolve_lora_path, resolve_model_path
 from worthit.engine.runner import LlamaRunner
+from worthit.explain.adapter import bundled_adapter_path
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 
@@ -43,6 +44,9 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=8, help="explanations written at once")
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--model", default=None)
+    parser.add_argument(
+        "--lora", default=None, help="an adapter GGUF, or 'none' (default: as `worthit serve`)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--samples", type=Path, default=None, help="write each pair here")
     args = parser.parse_args()
@@ -53,7 +57,9 @@ def main() -> None:
     config = EngineConfig(
         n_threads=args.threads, background_threads=args.threads, context_size=8192
     )
-    engine = Engine(LlamaRunner(resolve_model_path(args.model), config), config)
+    model = resolve_model_path(args.model)
+    lora = resolve_lora_path(args.lora, model, bundled_adapter_path())
+    engine = Engine(LlamaRunner(model, config, lora), config)
     answerer = build_answerer(MarketStore(args.db), engine)
     results = run_with_engine(engine, lambda: write_all(answerer, engine, args))
     report(results, args)
