@@ -46,8 +46,11 @@ class LanguageMix:
 class Wanted:
     """Pairs a shopper asked for and did not get from the store: generated first.
 
-    Bounded and de-duplicated; the newest miss goes to the back, the oldest is dropped
-    when full (it will come round again in the demand walk).
+    A bounded, de-duplicated first-in first-out queue, not a cache, so not a
+    `worthit.text.lru.LRU`: a pair missed again keeps its place (an LRU would move it to
+    the back and postpone the pairs shoppers miss most), `pop` takes the oldest miss to
+    generate it, and when full the oldest is dropped (it will come round again in the
+    demand walk).
     """
 
     def __init__(self, limit: int = WANTED_LIMIT) -> None:

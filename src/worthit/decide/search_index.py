@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from rapidfuzz.distance import OSA
 
 from worthit.decide.search_text import Analysed, Term, analyse, is_variant, weight
 from worthit.market.entities import SearchHit
+from worthit.text.lru import LRU
 
 CANDIDATES = 50
 """Products FTS5 hands to the ranking."""
@@ -169,7 +169,7 @@ class SearchIndex:
         self._last_rowid = 0
         self._frequency: dict[str, int] = {}
         self._words: list[str] | None = None
-        self._corrections: OrderedDict[str, list[tuple[str, int]]] = OrderedDict()
+        self._corrections: LRU[str, list[tuple[str, int]]] = LRU(_CORRECTIONS_KEPT)
         self._popularity = dict(popularity)
         ordered = sorted(hits, key=lambda hit: (-self._popularity.get(hit.sku, 0), hit.sku))
         self.update(ordered)
@@ -325,9 +325,7 @@ class SearchIndex:
             for word, distance, _ in found
             if distance >= 1 and _DIGITS.findall(word) == digits  # "NC500" is no typo of "NC700"
         ]
-        self._corrections[text] = corrections
-        if len(self._corrections) > _CORRECTIONS_KEPT:
-            self._corrections.popitem(last=False)
+        self._corrections.put(text, corrections)
         return corrections
 
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 from array import array
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from worthit.text.lru import LRU
 
 
 class KVMemory(Protocol):
@@ -68,9 +69,10 @@ class BlockManager:
         self._kv = kv
         self.tables: dict[int, list[Block]] = {}
         self._free_ids: list[int] = list(range(num_seq_ids - 1, -1, -1))
-        self._cached: OrderedDict[int, bool] = OrderedDict()
-        """Cached prefixes, least recently used first: seq_id -> left by background work
-        and not reused since."""
+        self._cached: LRU[int, bool] = LRU(num_seq_ids)
+        """Cached prefixes: seq_id -> left by background work and not reused since. Each
+        holds a sequence id, so it never outgrows its capacity and forgets nothing by
+        itself: a prefix goes only through `release`, which gives back its KV."""
         self._by_hash: dict[int, Block] = {}
         self.used_blocks = 0
         self.queried_tokens = 0
@@ -130,8 +132,7 @@ class BlockManager:
             for block in blocks:
                 self._hold(block, seq_id)
             if source in self._cached:
-                self._cached[source] = False
-                self._cached.move_to_end(source)
+                self._cached.put(source, False)
             self.hit_tokens += len(blocks) * self.block_size
         self.tables[seq_id] = list(blocks)
         return seq_id, len(blocks) * self.block_size
@@ -186,12 +187,11 @@ class BlockManager:
             self._unhold(block, seq_id)
         if keep == 0:
             del self.tables[seq_id]
-            self._cached.pop(seq_id, None)
+            self._cached.pop(seq_id)
             self._free_ids.append(seq_id)
             return
         del table[keep:]
-        self._cached[seq_id] = not recent
-        self._cached.move_to_end(seq_id, last=recent)
+        self._cached.put(seq_id, not recent, recent=recent)
         for block in table[:-1]:
             for other in list(block.holders):
                 if other in self._cached and self.tables[other][-1] is block:

@@ -8,6 +8,7 @@ counter, a second map), so a lock here would be taken twice.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -32,10 +33,14 @@ class LRU(Generic[K, V]):
         """The value, its place left as it is (a caller that may not count it a use)."""
         return self._entries.get(key)
 
-    def put(self, key: K, value: V) -> None:
-        """Set `key` as the most recently used, then forget the oldest beyond capacity."""
+    def put(self, key: K, value: V, *, recent: bool = True) -> None:
+        """Set `key` as the most recently used, then forget the oldest beyond capacity.
+
+        recent=False files it as the least recently used instead, first to go: for an
+        entry its owner wants kept only while nothing more deserving needs the room.
+        """
         self._entries[key] = value
-        self._entries.move_to_end(key)
+        self._entries.move_to_end(key, last=recent)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
 
@@ -44,6 +49,15 @@ class LRU(Generic[K, V]):
 
     def clear(self) -> None:
         self._entries.clear()
+
+    def items(self) -> Iterator[tuple[K, V]]:
+        """(key, value), least recently used first, none counted a use: for an owner that
+        chooses its own victim (the oldest one that may go) rather than the oldest."""
+        return iter(self._entries.items())
+
+    def __iter__(self) -> Iterator[K]:
+        """Keys, least recently used first, none counted a use."""
+        return iter(self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
