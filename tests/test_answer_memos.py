@@ -30,7 +30,7 @@ moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 
 def test_spliced_digest_is_the_digest_of_the_whole_sheet(title, age, other_age, moment, live):
     """Read older, and rebuilt at another moment with nothing changed: each hashed as itself."""
     digests = FactsDigests()
-    sheet = make_sheet(title=title, data_age_ms=age, extra={"live": live})
+    sheet = make_sheet(title=title, data_age_ms=age, fed_by_events=live)
     again = replace(sheet, data_age_ms=other_age)
     rebuilt = replace(sheet, as_of=moment)
     for each in (sheet, again, rebuilt, sheet):
@@ -38,14 +38,14 @@ def test_spliced_digest_is_the_digest_of_the_whole_sheet(title, age, other_age, 
 
 
 def test_digest_follows_what_the_version_leaves_out():
-    """The moment and `extra` are not in the version: a sheet differing only there is
+    """The moment and `fed_by_events` are not in the version: a sheet differing only there is
     hashed as itself, not as the one seen first."""
     digests = FactsDigests()
     sheet = make_sheet(active_promotions=(make_offer(),), upcoming_promotions=(make_promotion(),))
     for each in (
         sheet,
         replace(sheet, as_of="2026-03-15T00:00:00Z"),
-        replace(sheet, extra={"live": True}),
+        replace(sheet, fed_by_events=True),
     ):
         assert digests.digest(each) == sha256_hex(canonical_json(each.to_dict()))
 

@@ -25,7 +25,7 @@ from worthit.answer.payload import answer_payload, verdict_payload
 from worthit.decide.as_of import check_as_of, end_of_day_ms, parse_as_of
 from worthit.explain.store import StoredExplanation
 from worthit.facts.builder import PROMOTION_NOTICE_DAYS, FactsBuilder
-from worthit.facts.cache import LIVE_KEY, FactsCache
+from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.records import (
     PriceRecord,
@@ -186,12 +186,12 @@ def market(small_market: Path, tmp_path: Path) -> Path:
 EARLIER = end_of_day_ms(MARKET_END - timedelta(days=10))
 
 
-def test_as_of_sheets_bypass_the_cache_and_are_never_live(market: Path) -> None:
-    cache = FactsCache(FactsBuilder(MarketStore(market), market_clock()), live=True)
+def test_as_of_sheets_bypass_the_cache_and_are_never_event_fed(market: Path) -> None:
+    cache = FactsCache(FactsBuilder(MarketStore(market), market_clock()), fed_by_events=True)
     now = cache.get("S1")
     then = cache.get("S1", EARLIER)
     assert now is not None and then is not None
-    assert now.extra.get(LIVE_KEY) is True and LIVE_KEY not in then.extra
+    assert now.fed_by_events and not then.fed_by_events
     assert then.as_of == iso(EARLIER) and then.current_price_at is not None
     assert then.current_price_at <= iso(EARLIER) < now.as_of
     assert (cache.hits, cache.misses, len(cache)) == (0, 1, 1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from worthit.facts.builder import FactsBuilder
-from worthit.facts.cache import LIVE_KEY, FactsCache
+from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.bus import EventBus
 from worthit.market.events import EventError, parse_event
@@ -48,13 +48,13 @@ def test_a_writer_the_bus_does_not_see_is_caught_by_the_revision(store: MarketSt
     assert after.current_price == 123.45 and after.version != before.version
 
 
-def test_live_sheets_say_so_and_plain_ones_do_not(store: MarketStore) -> None:
+def test_event_fed_sheets_say_so_and_plain_ones_do_not(store: MarketStore) -> None:
     cache = FactsCache(FactsBuilder(store, market_clock()))
     plain = cache.get("S1")
-    assert plain is not None and LIVE_KEY not in plain.extra
-    live = FactsCache(FactsBuilder(store, market_clock()), live=True).get("S1")
-    assert live is not None and live.extra[LIVE_KEY] is True
-    assert live.version == plain.version  # the same facts, only judged against the objective
+    assert plain is not None and plain.fed_by_events is False
+    fed = FactsCache(FactsBuilder(store, market_clock()), fed_by_events=True).get("S1")
+    assert fed is not None and fed.fed_by_events is True
+    assert fed.version == plain.version  # the same facts, only judged against the objective
 
 
 def test_the_bus_notice_evicts_and_queues_both_languages(store: MarketStore) -> None:

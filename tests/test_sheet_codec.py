@@ -19,23 +19,15 @@ from worthit.market.store import MarketStore
 from conftest import market_clock
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-    max_leaves=6,
-)  # fmt: skip
 
 
 def strategy(tp: Any) -> st.SearchStrategy[Any]:
-    """Any value of `tp` a sheet may hold: finite floats, 64-bit ints, JSON in `extra`."""
+    """Any value of `tp` a sheet may hold: finite floats, 64-bit ints."""
     origin = get_origin(tp)
     if origin is Union or origin is types.UnionType:
         return st.one_of(*(strategy(arg) for arg in get_args(tp)))
     if origin is tuple:
         return st.lists(strategy(get_args(tp)[0]), max_size=3).map(tuple)
-    if origin is dict:
-        return st.dictionaries(TEXT, JSON_VALUES, max_size=3)
     if dataclasses.is_dataclass(tp):
         hints = get_type_hints(tp)
         return st.builds(tp, **{f.name: strategy(hints[f.name]) for f in dataclasses.fields(tp)})

@@ -18,7 +18,7 @@ from worthit.decide.resolve import ProductResolver
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict_cache import VerdictCache
 from worthit.facts.builder import FactsBuilder
-from worthit.facts.cache import LIVE_KEY, FactsCache
+from worthit.facts.cache import FactsCache
 from worthit.facts.sheet import FactSheet
 from worthit.market.store import MarketStore
 from worthit.text.time import DAY_MS, iso
@@ -102,7 +102,7 @@ def test_a_sheet_rebuilt_at_a_new_moment_is_decided_again(sheets: list[FactSheet
 
 def test_live_data_past_its_objective_is_decided_every_time(sheets: list[FactSheet]) -> None:
     cache = VerdictCache()
-    stale = replace(sheets[0], extra={LIVE_KEY: True}, data_age_ms=2 * DAY_MS)
+    stale = replace(sheets[0], fed_by_events=True, data_age_ms=2 * DAY_MS)
     older = replace(stale, data_age_ms=30 * DAY_MS)
     first, second = cache.verdict(stale, "en"), cache.verdict(older, "en")
     assert "stale_data" in {r.code for r in first.reasons}
@@ -135,7 +135,7 @@ def test_a_shared_cache_gives_the_rules_verdict_for_any_sheet(
     sheet = replace(
         sheet,
         data_age_ms=data.draw(AGES),
-        extra={LIVE_KEY: True} if data.draw(st.booleans()) else {},
+        fed_by_events=data.draw(st.booleans()),
     )
     language = data.draw(st.sampled_from(["en", "zh"]))
     budget = data.draw(BUDGETS)

@@ -169,14 +169,9 @@ def _scaled(sheet: FactSheet, currency: str, rate: float) -> FactSheet:
 
 
 def _stale(sheet: FactSheet, age_ms: int) -> FactSheet:
-    """The sheet as a store fed live would hold it, its newest data `age_ms` old: the
-    rules then say the data is past its freshness objective. (A live sheet is marked by a
-    field since the layout issue, by `extra[LIVE_KEY]` before it.)"""
-    if "live" in getattr(FactSheet, "__dataclass_fields__", {}):
-        return replace(sheet, live=True, data_age_ms=age_ms)  # type: ignore[call-arg]
-    from worthit.facts.cache import LIVE_KEY
-
-    return replace(sheet, extra={LIVE_KEY: True}, data_age_ms=age_ms)
+    """The sheet as a store fed by events would hold it, its newest data `age_ms` old: the
+    rules then say the data is past its freshness objective."""
+    return replace(sheet, fed_by_events=True, data_age_ms=age_ms)
 
 
 def _budget_under(price: float, rng: random.Random) -> float:

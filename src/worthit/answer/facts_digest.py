@@ -8,7 +8,7 @@ The canonical JSON of a sheet of one version is therefore built once, around
 placeholders where the moment and the age go; each answer then hashes those bytes with
 its own spliced in: the same bytes, so the same digest a verifier computes from the
 sheet in the answer. The version hashes every fact on the sheet but its moment, age and
-`extra` (facts/builder.py), so `extra` joins the key.
+`fed_by_events` (facts/builder.py), so `fed_by_events` joins the key.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ _Parts = tuple[bytes, bytes, bytes]
 class FactsDigests:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._parts: LRU[tuple[str, bytes], _Parts] = LRU(capacity)
+        self._parts: LRU[tuple[str, bool], _Parts] = LRU(capacity)
         self._lock = threading.Lock()
 
     def digest(self, sheet: FactSheet) -> str:
         """`sha256_hex(canonical_json(sheet.to_dict()))`."""
-        key = (sheet.version, canonical_json(sheet.extra))
+        key = (sheet.version, sheet.fed_by_events)
         with self._lock:
             parts = self._parts.get(key)
         if parts is None:

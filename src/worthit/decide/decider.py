@@ -122,7 +122,7 @@ class Decider:
         """The decider over `store` as of `clock`: its fact cache (`live`: the store is fed
         by events, so old data counts against an answer; `tier`: the sheets shared with
         other processes) and its product resolver."""
-        facts = FactsCache(FactsBuilder(store, clock), live=live, tier=tier)
+        facts = FactsCache(FactsBuilder(store, clock), fed_by_events=live, tier=tier)
         return cls(facts, ProductResolver(store), calibration)
 
     @property

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
-from worthit.facts.cache import LIVE_KEY
 from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
 from worthit.market.categories import BY_KEY, category_name
 from worthit.text.money import money
@@ -627,15 +626,16 @@ def _written(seconds: float, language: str) -> str:
 
 def past_freshness_objective(sheet: FactSheet, t: Thresholds = DEFAULT_THRESHOLDS) -> bool:
     """Whether the sheet's data is older than its category's objective, which the verdict
-    then says. Only on a sheet from a store fed live (LIVE_KEY): the age of data loaded
-    once says nothing about whether it is current, and an as-of answer is old on purpose.
+    then says. Only on a sheet from a store events keep current (`fed_by_events`): the age
+    of data loaded once says nothing about whether it is current, and an as-of answer is
+    old on purpose.
     """
     objective_s = t.freshness_objective_s(sheet.category)
-    return bool(sheet.extra.get(LIVE_KEY)) and sheet.data_age_ms > objective_s * 1000
+    return sheet.fed_by_events and sheet.data_age_ms > objective_s * 1000
 
 
 def _freshness(r: _Reasons, t: Thresholds) -> bool:
-    """Live data older than its category's objective: say how old. True when it is."""
+    """Event-fed data older than its category's objective: say how old. True when it is."""
     s = r.sheet
     if not past_freshness_objective(s, t):
         return False

@@ -43,10 +43,6 @@ from rbloom import Bloom
 from worthit.facts.builder import FactsBuilder, aged
 from worthit.facts.sheet import FactSheet
 
-LIVE_KEY = "live"
-"""`FactSheet.extra[LIVE_KEY]` is True on a sheet read from a store fed live: its
-`data_age_ms` is then held to the freshness objective (decide/rules.py)."""
-
 DEFAULT_WARM_S = 5.0
 """How long a starting service spends on `warm`: the demo market's 2,000 sheets take
 2-4 s on a 2-core machine."""
@@ -126,7 +122,7 @@ class FactsCache:
         max_age_s: float = 30.0,
         capacity: int = 4096,
         *,
-        live: bool = False,
+        fed_by_events: bool = False,
         tier: SheetTier | None = None,
         negative_ttl_s: float = 5.0,
         bloom_refresh_s: float = 60.0,
@@ -137,10 +133,10 @@ class FactsCache:
         self.builder = builder
         self.max_age_s = max_age_s
         self.capacity = capacity
-        self.live = live
-        """The store is fed live: sheets say so (LIVE_KEY), and old data counts against
-        an answer. Off for a store loaded once (an import, the pinned test market), where
-        the data's age says nothing about whether it is current."""
+        self.fed_by_events = fed_by_events
+        """Events keep the store current: sheets say so (`FactSheet.fed_by_events`), and
+        old data counts against an answer. Off for a store loaded once (an import, the
+        pinned test market), where the data's age says nothing about whether it is current."""
         self.negative_ttl_s = negative_ttl_s
         self.bloom_refresh_s = bloom_refresh_s
         """A product added by a writer the bus does not see is missing from the filter;
@@ -177,8 +173,8 @@ class FactsCache:
         """The sheet now; or as of `at_ms`, built afresh and never cached.
 
         An as-of sheet is asked for rarely (a dispute, a replay) and is cheap to build, and
-        keeping it out leaves this cache holding one sheet per product, the live one,
-        which the events evict. It is never marked live: it is old on purpose.
+        keeping it out leaves this cache holding one sheet per product, the current one,
+        which the events evict. It is never marked `fed_by_events`: it is old on purpose.
         """
         if at_ms is not None:
             return self.builder.build(sku, at_ms)
@@ -205,7 +201,7 @@ class FactsCache:
                 entry
                 and entry.revision == revision
                 and now < entry.expires_at
-                and entry.sheet.extra.get(LIVE_KEY, False) is self.live
+                and entry.sheet.fed_by_events is self.fed_by_events
             ):
                 remaining = entry.expires_at - now
                 if flight is not None or self._rng.random() >= xfetch_probability(
@@ -388,7 +384,7 @@ class FactsCache:
         if (
             shared is None
             or shared.sheet.revision != revision
-            or shared.sheet.extra.get(LIVE_KEY, False) is not self.live
+            or shared.sheet.fed_by_events is not self.fed_by_events
         ):
             return None
         if self._rng.random() < xfetch_probability(shared.remaining_s, shared.delta_s, self.beta):
@@ -428,8 +424,8 @@ class FactsCache:
     def _build(self, sku: str) -> tuple[FactSheet | None, float, float]:
         started = self._clock()
         sheet = self.builder.build(sku)
-        if sheet is not None and self.live:
-            sheet = replace(sheet, extra={**sheet.extra, LIVE_KEY: True})
+        if sheet is not None and self.fed_by_events:
+            sheet = replace(sheet, fed_by_events=True)
         return sheet, started, self._clock() - started
 
     def evict(self, skus: Iterable[str], *, share: bool = True) -> int:

@@ -7,7 +7,7 @@ changes whenever any input changes, and the age of its newest input.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -151,7 +151,12 @@ class FactSheet:
     effective_price: float | None = None
     """What one unit costs now: the lowest of today's price and the running offers' unit
     prices (offers do not stack). None without a price."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    fed_by_events: bool = False
+    """Read from a store that events keep current (a retailer's feed, the demo's live
+    simulator), where old data means the feed fell behind: its `data_age_ms` is then held
+    to the freshness objective (decide/rules.py). False for a store loaded once (an
+    import, a test market) and for an as-of sheet, old on purpose. Set by the cache that
+    read the sheet, not by the builder, so it is not part of `version`."""
 
     def window(self, days: int) -> WindowStats | None:
         for stats in self.windows:

@@ -4,8 +4,10 @@ orjson writes the dataclasses as they are; reading them back is driven by the sh
 type hints, so a field added to `FactSheet` or to one of its parts needs nothing here:
 tuples come back as tuples, nested dataclasses as themselves, and an int stays an int.
 The round trip is exact (`sheet_from_json(sheet_json(s)) == s`) for every sheet a builder
-makes: finite floats (orjson writes NaN and infinities as null, and a sheet holds none),
-and an `extra` of JSON values.
+makes: finite floats (orjson writes NaN and infinities as null, and a sheet holds none).
+A key the sheet no longer has is ignored and a field it lacks takes its default, or,
+without one, raises TypeError: the Redis tier counts that sheet, written by another
+version of worthit, as a miss.
 """
 
 from __future__ import annotations
