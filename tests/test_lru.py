@@ -45,13 +45,16 @@ class Model:
             self.pairs.append(pair)
         return pair[1]
 
-    def put(self, key: int, value: int, recent: bool) -> None:
+    def put(self, key: int, value: int, recent: bool) -> list[int]:
         self.pop(key)
         if recent:
             self.pairs.append((key, value))
         else:
             self.pairs.insert(0, (key, value))
-        del self.pairs[: max(0, len(self.pairs) - self.capacity)]
+        over = max(0, len(self.pairs) - self.capacity)
+        forgotten = [k for k, _ in self.pairs[:over]]
+        del self.pairs[:over]
+        return forgotten
 
     def pop(self, key: int) -> int | None:
         i = self._find(key)
@@ -69,8 +72,7 @@ def test_lru_matches_the_list_model(capacity: int, ops: list[tuple[Any, ...]]) -
             case ("peek", key):
                 assert lru.peek(key) == model.get(key, use=False)
             case ("put", key, value, recent):
-                lru.put(key, value, recent=recent)
-                model.put(key, value, recent)
+                assert lru.put(key, value, recent=recent) == model.put(key, value, recent)
             case ("pop", key):
                 assert lru.pop(key) == model.pop(key)
             case ("clear",):

@@ -42,6 +42,7 @@ from rbloom import Bloom
 
 from worthit.facts.builder import FactsBuilder, aged
 from worthit.facts.sheet import FactSheet
+from worthit.text.lru import LRU
 
 DEFAULT_WARM_S = 5.0
 """How long a starting service spends on `warm`: the demo market's 2,000 sheets take
@@ -144,11 +145,14 @@ class FactsCache:
         self.beta = beta
         self._rng = rng or random.Random()
         self._clock = clock
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._negative: OrderedDict[str, float] = OrderedDict()
+        self._entries: LRU[str, _Entry] = LRU(capacity)
+        self._negative: LRU[str, float] = LRU(capacity)
+        """Unknown SKUs, until when they are taken to stay unknown."""
         self._flights: dict[str, _Flight] = {}
         self._due: OrderedDict[str, None] = OrderedDict()
-        """Sheets for `refresh` to rebuild: those read since built at the front."""
+        """Sheets for `refresh` to rebuild: those read since built at the front. A queue
+        with two ends, not an LRU: a read sheet goes to the front, and when it is full
+        the newest unread one goes, so the front is never given up for it."""
         self._read: set[str] = set()
         """SKUs whose entry was read since it was built."""
         self._scanned_at = -math.inf
@@ -188,14 +192,11 @@ class FactsCache:
         current = self.builder.store.revision(sku)
         if current is None:
             with self._lock:
-                self._negative[sku] = now + self.negative_ttl_s
-                self._negative.move_to_end(sku)
-                while len(self._negative) > self.capacity:
-                    self._negative.popitem(last=False)
+                self._negative.put(sku, now + self.negative_ttl_s)
             return None
         revision = current[0]
         with self._lock:
-            entry = self._entries.get(sku)
+            entry = self._entries.peek(sku)
             flight = self._flights.get(sku)
             if (
                 entry
@@ -207,7 +208,7 @@ class FactsCache:
                 if flight is not None or self._rng.random() >= xfetch_probability(
                     remaining, entry.delta, self.beta
                 ):
-                    self._entries.move_to_end(sku)
+                    self._entries.get(sku)  # a use: now the most recently used
                     if read:
                         self._read.add(sku)
                     self.hits += 1
@@ -306,13 +307,13 @@ class FactsCache:
     def _maybe_known(self, sku: str, now: float) -> bool:
         with self._lock:
             if sku in self._bloom:
-                expires = self._negative.get(sku)
+                expires = self._negative.peek(sku)
                 if expires is None:
                     return True
                 if now < expires:
                     self.negative_hits += 1
                     return False
-                del self._negative[sku]
+                self._negative.pop(sku)
                 return True
             stale_filter = now - self._bloom_at >= self.bloom_refresh_s
         if stale_filter and self._bloom_reload.acquire(blocking=False):
@@ -351,7 +352,7 @@ class FactsCache:
             moment = self.builder.clock()
             sheet, started, delta = self._build(sku)
             with self._lock:
-                current = self._entries.get(sku)
+                current = self._entries.peek(sku)
                 if (
                     sheet is not None
                     and not flight.stale
@@ -399,7 +400,7 @@ class FactsCache:
         now = self._clock()
         with self._lock:
             self.tier_hits += 1
-            current = self._entries.get(sku)
+            current = self._entries.peek(sku)
             if not flight.stale and (current is None or current.revision <= shared.sheet.revision):
                 entry = _Entry(
                     shared.sheet, shared.sheet.revision, now + shared.remaining_s,
@@ -411,15 +412,13 @@ class FactsCache:
 
     def _keep(self, sku: str, entry: _Entry, read: bool) -> None:
         """Under the lock; `read`: a reader asked for this sheet."""
-        self._entries[sku] = entry
-        self._entries.move_to_end(sku)
         if read:
             self._read.add(sku)
         else:
             self._read.discard(sku)
         self._due.pop(sku, None)
-        while len(self._entries) > self.capacity:
-            self._read.discard(self._entries.popitem(last=False)[0])
+        for forgotten in self._entries.put(sku, entry):
+            self._read.discard(forgotten)
 
     def _build(self, sku: str) -> tuple[FactSheet | None, float, float]:
         started = self._clock()
@@ -444,11 +443,11 @@ class FactsCache:
             for sku in skus:
                 if sku not in self._bloom:
                     self._bloom.add(sku)
-                self._negative.pop(sku, None)
+                self._negative.pop(sku)
                 flight = self._flights.get(sku)
                 if flight is not None:
                     flight.stale = True
-                if self._entries.pop(sku, None) is not None:
+                if self._entries.pop(sku) is not None:
                     dropped += 1
                     self._due[sku] = None
                     if sku in self._read:

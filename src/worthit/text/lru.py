@@ -33,16 +33,19 @@ class LRU(Generic[K, V]):
         """The value, its place left as it is (a caller that may not count it a use)."""
         return self._entries.get(key)
 
-    def put(self, key: K, value: V, *, recent: bool = True) -> None:
-        """Set `key` as the most recently used, then forget the oldest beyond capacity.
+    def put(self, key: K, value: V, *, recent: bool = True) -> list[K]:
+        """Set `key` as the most recently used, then forget the oldest beyond capacity;
+        the keys forgotten, oldest first, for an owner that keeps more about them.
 
         recent=False files it as the least recently used instead, first to go: for an
         entry its owner wants kept only while nothing more deserving needs the room.
         """
         self._entries[key] = value
         self._entries.move_to_end(key, last=recent)
+        forgotten: list[K] = []
         while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
+            forgotten.append(self._entries.popitem(last=False)[0])
+        return forgotten
 
     def pop(self, key: K) -> V | None:
         return self._entries.pop(key, None)
