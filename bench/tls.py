@@ -106,7 +106,7 @@ def serve(mode: str, db: Path, port: int, cert: Path, key: Path, threads: int) -
     config = EngineConfig(n_threads=threads)
     settings = ServiceSettings(
         db_path=db, model_path=model, engine_config=config, auth=False, background=False,
-        live_rate=0.0, freshness=False,
+        ticker_rate=0.0, freshness=False,
     )  # fmt: skip
     engine = Engine(LlamaRunner(model, config), config)
     engine.claim_current_thread()

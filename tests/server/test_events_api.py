@@ -163,7 +163,7 @@ def test_the_live_simulator_in_the_server_moves_prices_and_data_age(market_copy:
         auth=False,
         background=False,
         clock=lambda: MARKET_NOW_MS + now_ms() - started,
-        live_rate=400,
+        ticker_rate=400,
         freshness=True,
     )
     engine = fake_engine()

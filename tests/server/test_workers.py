@@ -58,11 +58,11 @@ def test_a_worker_takes_connections_only_once_it_listens() -> None:
 
 
 def test_only_worker_0_runs_the_markets_single_writers(tmp_path: Path) -> None:
-    settings = ServiceSettings(db_path=tmp_path / "m.db", live_rate=80.0, background=True)
+    settings = ServiceSettings(db_path=tmp_path / "m.db", ticker_rate=80.0, background=True)
     first, second = worker_settings(settings, 0), worker_settings(settings, 1)
-    assert (first.live_rate, first.background, first.deliver_watches) == (80.0, True, True)
+    assert (first.ticker_rate, first.background, first.deliver_watches) == (80.0, True, True)
     assert first.watch_poll_s is not None  # it sends what the other workers queue
-    assert (second.live_rate, second.background, second.deliver_watches) == (0.0, False, False)
+    assert (second.ticker_rate, second.background, second.deliver_watches) == (0.0, False, False)
     assert second.feeds == ()
 
 

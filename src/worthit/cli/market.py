@@ -14,8 +14,8 @@ import typer
 
 from worthit.cli.options import DbOption, JsonOption, market_db, shown
 from worthit.cli.progress import bar, stderr
-from worthit.demo.live_feed import LiveMarket, run_live
 from worthit.demo.simulator import SimulationSummary, simulate
+from worthit.demo.ticker import MarketTicker, run_ticker
 from worthit.market.bus import EventBus
 from worthit.market.ingest.importer import import_lines
 from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
@@ -154,7 +154,7 @@ def simulate_command(
         started = time.monotonic()
         publisher = StreamPublisher(redis, redis_stream)
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_publish_live(store, publisher, rate, seed, duration))
+            asyncio.run(_publish_ticker(store, publisher, rate, seed, duration))
         print(
             f"live: {publisher.published} events in {time.monotonic() - started:.1f} s "
             f"published to {redis_stream} ({publisher.retries} retried sends)"
@@ -164,7 +164,7 @@ def simulate_command(
         started = time.monotonic()
         bus = EventBus(store)
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run_live(store, bus, rate, seed, duration))
+            asyncio.run(_run_ticker(store, bus, rate, seed, duration))
         stats = bus.stats
         print(
             f"live: {stats.published} events in {time.monotonic() - started:.1f} s: "
@@ -172,24 +172,26 @@ def simulate_command(
         )
 
 
-async def _run_live(
+async def _run_ticker(
     store: MarketStore, bus: EventBus, rate: float, seed: int, duration: float | None
 ) -> None:
-    """The live simulator into the store through this process's own bus; a server on the
+    """The demo ticker into the store through this process's own bus; a server on the
     same file sees the changes by their revisions."""
     bus.start()
     try:
-        await run_live(LiveMarket(store, seed=seed), bus.publish, rate, duration_s=duration)
+        await run_ticker(MarketTicker(store, seed=seed), bus.publish, rate, duration_s=duration)
     finally:
         await bus.stop()
 
 
-async def _publish_live(
+async def _publish_ticker(
     store: MarketStore, publisher: StreamPublisher, rate: float, seed: int, duration: float | None
 ) -> None:
-    """The live simulator into a Redis stream: the servers consuming it apply the events."""
+    """The demo ticker into a Redis stream: the servers consuming it apply the events."""
     try:
-        await run_live(LiveMarket(store, seed=seed), publisher.publish, rate, duration_s=duration)
+        await run_ticker(
+            MarketTicker(store, seed=seed), publisher.publish, rate, duration_s=duration
+        )
     finally:
         await publisher.close()
 

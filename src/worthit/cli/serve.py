@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from worthit.service.transport import TransportLimits
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-DEMO_LIVE_RATE = 80.0
+DEMO_TICKER_RATE = 80.0
 """Live events a second in the demo: each of its 2,000 products hears from the feed
 about every 30 s, inside the 60 s freshness objective."""
 
@@ -165,7 +165,7 @@ def serve_command(
         typer.Option(
             min=0,
             help=f"Run the live simulator in the server at this many events a second "
-            f"(default: {DEMO_LIVE_RATE:g} with --demo, else 0: off).",
+            f"(default: {DEMO_TICKER_RATE:g} with --demo, else 0: off).",
             show_default=False,
         ),
     ] = None,
@@ -253,7 +253,7 @@ def serve_command(
         stderr.print(f"no market at {shown(path)}: building the demo market first")
         build_demo(store)
     store.close()
-    rate = live_rate if live_rate is not None else (DEMO_LIVE_RATE if demo else 0.0)
+    rate = live_rate if live_rate is not None else (DEMO_TICKER_RATE if demo else 0.0)
     config = EngineConfig(
         context_size=context,
         n_threads=threads,
@@ -273,7 +273,7 @@ def serve_command(
         explanation_capacity=explanations,
         warm_s=warm_s,
         refresh_share=refresh_share,
-        live_rate=rate,
+        ticker_rate=rate,
         freshness=freshness
         if freshness is not None
         else rate > 0 or redis is not None or bool(feeds),

@@ -2,12 +2,13 @@
 
 The lifespan starts them: the bus's consumer applies events in batches, and its
 after-commit notice reaches the answer flow (fact sheets evicted, explanations queued for
-regeneration); with `live_rate` the live simulator runs inside the process, so the demo's
-prices move while it serves; with `redis_url` a consumer of the Redis stream feeds the
-same bus, acknowledging each entry after its commit; each of `feeds` is polled into it
-(conditional GETs, market/ingest/feed.py). The webhook sources (their secrets
-and the delivery ids taken) are opened here too, for POST /v1/webhooks/{source}, and the
-price watches, evaluated after each commit (watches/deliver.py).
+regeneration); with `ticker_rate` the demo ticker (demo/ticker.py) runs inside the
+process, so the demo's prices move while it serves; with `redis_url` a consumer of the
+Redis stream feeds the same bus, acknowledging each entry after its commit; each of
+`feeds` is polled into it (conditional GETs, market/ingest/feed.py). The webhook sources
+(their secrets and the delivery ids taken) are opened here too, for POST
+/v1/webhooks/{source}, and the price watches, evaluated after each commit
+(watches/deliver.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from worthit.answer.answerer import Answerer
-from worthit.demo.live_feed import LiveMarket, run_live
+from worthit.demo.ticker import MarketTicker, run_ticker
 from worthit.market.bus import EventBus
 from worthit.market.ingest.feed import FeedPoller
 from worthit.market.ingest.redis_stream import StreamConfig, StreamConsumer
@@ -33,20 +34,20 @@ log = logging.getLogger(__name__)
 
 
 class EventService:
-    """The bus and, when asked, the live simulator, the Redis consumer and the feed
-    pollers feeding it."""
+    """The bus and, when asked, the demo ticker, the Redis consumer and the feed pollers
+    feeding it."""
 
     def __init__(
         self,
         bus: EventBus,
-        feed: asyncio.Task[int] | None,
+        ticker: asyncio.Task[int] | None,
         stream: StreamConsumer | None = None,
         sources: SourceStore | None = None,
         watches: WatchService | None = None,
         feeds: Sequence[FeedPoller] = (),
     ) -> None:
         self.bus = bus
-        self.feed = feed
+        self.ticker = ticker
         self.stream = stream
         self.sources = sources
         self.watches = watches
@@ -55,10 +56,10 @@ class EventService:
     async def stop(self) -> None:
         """Inputs first, then the bus: the Redis consumer's batch in hand is applied and
         acknowledged before the bus stops taking events."""
-        if self.feed is not None:
-            self.feed.cancel()
+        if self.ticker is not None:
+            self.ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.feed
+                await self.ticker
         if self.stream is not None:
             await self.stream.stop()
         for poller in self.feeds:
@@ -74,7 +75,7 @@ class EventService:
         stats = self.bus.stats
         return {
             "bus": {"pending": self.bus.pending, **vars(stats)},
-            "live_feed": self.feed is not None and not self.feed.done(),
+            "live_feed": self.ticker is not None and not self.ticker.done(),
             "redis": self.stream.status() if self.stream is not None else None,
             "feeds": [poller.status() for poller in self.feeds],
         }
@@ -105,8 +106,8 @@ def start_events(
     *,
     fanout: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> EventService:
-    """Start the bus (on the running loop), the live simulator, the Redis consumer and the
-    feed pollers when the settings ask for them; the simulator stamps its events with
+    """Start the bus (on the running loop), the demo ticker, the Redis consumer and the
+    feed pollers when the settings ask for them; the ticker stamps its events with
     `settings.clock`. `fanout` also hands fired watches to the other workers."""
     bus = EventBus(store)
     bus.subscribe(answerer.facts_changed)
@@ -123,13 +124,13 @@ def start_events(
     if settings.deliver_watches:
         watches.start()
     bus.start()
-    feed = None
-    if settings.live_rate > 0:
-        market = LiveMarket(store, seed=settings.live_seed, clock=settings.clock)
-        feed = asyncio.get_running_loop().create_task(
-            run_live(market, bus.publish, settings.live_rate)
+    ticker = None
+    if settings.ticker_rate > 0:
+        market = MarketTicker(store, seed=settings.ticker_seed, clock=settings.clock)
+        ticker = asyncio.get_running_loop().create_task(
+            run_ticker(market, bus.publish, settings.ticker_rate)
         )
-        feed.add_done_callback(_log_failure)
+        ticker.add_done_callback(_log_failure)
     stream = None
     if settings.redis_url is not None:
         config = StreamConfig(
@@ -143,7 +144,7 @@ def start_events(
     feeds = [FeedPoller(feed_config, bus.submit) for feed_config in settings.feeds]
     for poller in feeds:
         poller.start()
-    return EventService(bus, feed, stream, SourceStore(store.path), watches, feeds)
+    return EventService(bus, ticker, stream, SourceStore(store.path), watches, feeds)
 
 
 def _log_failure(task: asyncio.Task[int]) -> None:

@@ -63,14 +63,14 @@ class ServiceSettings:
     """Append every answer to the audit log beside the market (`<market>.audit.db`)."""
     audit_policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
     """How often the log signs a checkpoint (every 1024 leaves or 5 s)."""
-    live_rate: float = 0.0
-    """Events a second the live simulator publishes into the service's own event bus
-    (`worthit serve --live-rate`; 0: none)."""
+    ticker_rate: float = 0.0
+    """Events a second the demo ticker (demo/ticker.py) publishes into the service's own
+    event bus (`worthit serve --live-rate`; 0: none)."""
     freshness: bool = False
     """Hold answers to the freshness objective (decide/rules.py): an answer on data older
-    than it says so and is less confident. For a store fed live: the simulator above, or
+    than it says so and is less confident. For a store fed live: the demo ticker above, or
     a retailer's feed through POST /v1/events."""
-    live_seed: int = 7
+    ticker_seed: int = 7
     redis_url: str | None = None
     """Consume events from a Redis stream too (`worthit serve --redis`; None: only the
     in-process bus), and share the rate limits, fact cache, explanation store and watch

@@ -113,7 +113,7 @@ def worker_settings(settings: ServiceSettings, index: int) -> ServiceSettings:
     return replace(
         settings,
         audit_db=worker_audit_db(settings, index),
-        live_rate=0.0,
+        ticker_rate=0.0,
         feeds=(),
         background=False,
         deliver_watches=False,

@@ -1,4 +1,4 @@
-"""Live data: the live simulator (sweeps, bounded moves, the demo's stories kept, the CLI)
+"""Live data: the demo ticker (sweeps, bounded moves, the demo's stories kept, the CLI)
 and the freshness objective a live answer is held to, in English and Chinese."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import pytest
 
 from worthit.decide.rules import Thresholds, decide_verdict
 from worthit.decide.verdict import VerdictKind
-from worthit.demo.live_feed import PRICE_BAND, LiveMarket, run_live
+from worthit.demo.ticker import PRICE_BAND, MarketTicker, run_ticker
 from worthit.facts.builder import FactsBuilder
-from worthit.facts.cache import LIVE_KEY
 from worthit.market.apply import Outcome, apply_events
 from worthit.market.bus import EventBus
 from worthit.market.events import Event, PriceEvent
@@ -42,13 +41,13 @@ def store(small_market: Path, tmp_path: Path) -> MarketStore:
     return MarketStore(tmp_path / "m.db")
 
 
-def sweep(market: LiveMarket, visits: int = SMALL_SKUS) -> list[Event]:
+def sweep(market: MarketTicker, visits: int = SMALL_SKUS) -> list[Event]:
     return [event for _ in range(visits) for event in market.visit()]
 
 
 def test_a_sweep_visits_every_product_once_and_brings_it_up_to_now(store: MarketStore) -> None:
     clock = SteppingClock(MARKET_NOW_MS, 100)
-    events = sweep(LiveMarket(store, clock=clock))
+    events = sweep(MarketTicker(store, clock=clock))
     stock_skus = [e.sku for e in events if e.type == "stock"]
     assert sorted(stock_skus) == sorted(f"S{n}" for n in range(1, SMALL_SKUS + 1))
     assert {e.source for e in events} == {"live"}
@@ -62,7 +61,7 @@ def test_a_sweep_visits_every_product_once_and_brings_it_up_to_now(store: Market
 
 def test_prices_move_in_cents_within_the_band(store: MarketStore) -> None:
     anchors = store.current_prices([f"S{n}" for n in range(1, SMALL_SKUS + 1)], MARKET_NOW_MS)
-    market = LiveMarket(store, clock=SteppingClock(MARKET_NOW_MS, 50))
+    market = MarketTicker(store, clock=SteppingClock(MARKET_NOW_MS, 50))
     prices = [e for e in sweep(market, SMALL_SKUS * 400) if isinstance(e, PriceEvent)]
     assert len({e.sku for e in prices}) > SMALL_SKUS // 2
     for event in prices:
@@ -74,7 +73,7 @@ def test_the_demo_stories_survive_an_hour_of_live_changes(store: MarketStore) ->
     """Moves are small and bounded, so the heroes keep their verdicts (simulator.py);
     only the new listing S4 may gather enough prices to be judged."""
     clock = SteppingClock(MARKET_NOW_MS, 1000)
-    market = LiveMarket(store, clock=clock)
+    market = MarketTicker(store, clock=clock)
     for _ in range(60):  # a sweep a minute
         apply_events(store, sweep(market))
     builder = FactsBuilder(store, lambda: clock.now)
@@ -94,17 +93,17 @@ def test_the_demo_stories_survive_an_hour_of_live_changes(store: MarketStore) ->
 def test_the_same_seed_and_clock_give_the_same_changes(small_market: Path, tmp_path: Path) -> None:
     def changes(name: str) -> list[dict[str, object]]:
         shutil.copy(small_market, tmp_path / name)
-        market = LiveMarket(MarketStore(tmp_path / name), clock=SteppingClock(MARKET_NOW_MS, 7))
+        market = MarketTicker(MarketStore(tmp_path / name), clock=SteppingClock(MARKET_NOW_MS, 7))
         return [e.model_dump(exclude={"event_id"}) for e in sweep(market, 120)]
 
     assert changes("a.db") == changes("b.db")
 
 
-def test_run_live_publishes_through_the_bus_until_its_time_is_up(store: MarketStore) -> None:
+def test_run_ticker_publishes_through_the_bus_until_its_time_is_up(store: MarketStore) -> None:
     async def run() -> tuple[int, int]:
         bus = EventBus(store)
         bus.start()
-        sent = await run_live(LiveMarket(store), bus.publish, 400, duration_s=0.3)
+        sent = await run_ticker(MarketTicker(store), bus.publish, 400, duration_s=0.3)
         await bus.stop()
         return sent, bus.stats.applied
 
@@ -128,7 +127,7 @@ HOURS_17 = 17 * 3_600_000
 
 
 def test_live_data_older_than_the_objective_says_so_in_english_and_chinese() -> None:
-    sheet = make_sheet(data_age_ms=HOURS_17, extra={LIVE_KEY: True})
+    sheet = make_sheet(data_age_ms=HOURS_17, fed_by_events=True)
     en, zh = decide_verdict(sheet, "en"), decide_verdict(sheet, "zh")
     stale_en = next(r for r in en.reasons if r.code == "stale_data")
     stale_zh = next(r for r in zh.reasons if r.code == "stale_data")
@@ -141,7 +140,7 @@ def test_live_data_older_than_the_objective_says_so_in_english_and_chinese() -> 
 
 
 def test_stale_live_data_lowers_the_confidence_and_nothing_else() -> None:
-    fresh = make_sheet(data_age_ms=5_000, extra={LIVE_KEY: True})
+    fresh = make_sheet(data_age_ms=5_000, fed_by_events=True)
     stale = replace(fresh, data_age_ms=HOURS_17)
     a, b = decide_verdict(fresh), decide_verdict(stale)
     assert "stale_data" not in {r.code for r in a.reasons}
@@ -171,7 +170,7 @@ def test_data_loaded_once_is_not_held_to_the_objective() -> None:
 )
 def test_ages_are_written_in_coarse_steps(age_ms: int, en: str, zh: str) -> None:
     """Steps, so the sentence (and the explanation's key) changes rarely as data ages."""
-    sheet = make_sheet(data_age_ms=age_ms, extra={LIVE_KEY: True})
+    sheet = make_sheet(data_age_ms=age_ms, fed_by_events=True)
     assert f"more than {en} old" in next(r.text for r in decide_verdict(sheet).reasons
                                          if r.code == "stale_data")  # fmt: skip
     assert f"已超过{zh}，" in next(r.text for r in decide_verdict(sheet, "zh").reasons
@@ -179,11 +178,11 @@ def test_ages_are_written_in_coarse_steps(age_ms: int, en: str, zh: str) -> None
 
 
 def test_a_category_can_have_its_own_objective() -> None:
-    sheet = make_sheet(data_age_ms=600_000, category="tvs", extra={LIVE_KEY: True})
+    sheet = make_sheet(data_age_ms=600_000, category="tvs", fed_by_events=True)
     relaxed = Thresholds(freshness_by_category={"tvs": 900.0})
     assert "stale_data" in {r.code for r in decide_verdict(sheet).reasons}
     assert "stale_data" not in {r.code for r in decide_verdict(sheet, thresholds=relaxed).reasons}
-    stricter = decide_verdict(make_sheet(data_age_ms=600_000, extra={LIVE_KEY: True}),
+    stricter = decide_verdict(make_sheet(data_age_ms=600_000, fed_by_events=True),
                               thresholds=Thresholds(freshness_s=45.0))  # fmt: skip
     assert "objective of 45 seconds" in next(r.text for r in stricter.reasons
                                              if r.code == "stale_data")  # fmt: skip

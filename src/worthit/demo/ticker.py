@@ -1,5 +1,5 @@
-"""Live changes for a market already in the store: what `worthit simulate --live` and
-`worthit serve --live-rate N` publish.
+"""The demo ticker: changes, as they happen, to a market already in the store; what
+`worthit simulate --live` and `worthit serve --live-rate N` publish.
 
 It walks the catalogue in sweeps (every product once per sweep, in a seeded shuffled
 order), so at N events a second every product hears from the feed about every
@@ -41,7 +41,7 @@ from worthit.market.events import Event, PriceEvent, ReviewEvent, SalesEvent, St
 from worthit.market.store import MarketStore
 from worthit.text.time import DAY_MS, Clock, from_ms, now_ms
 
-LIVE_SOURCE = "live"
+TICKER_SOURCE = "live"
 PRICE_MOVE_CHANCE = 1 / 120
 REVIEW_CHANCE = 1 / 200
 RESTOCK_CHANCE = 0.1
@@ -75,7 +75,7 @@ class _Product:
     last_ms: int
 
 
-class LiveMarket:
+class MarketTicker:
     """Realistic changes to the products in `store`, one product's visit at a time."""
 
     def __init__(
@@ -84,7 +84,7 @@ class LiveMarket:
         *,
         seed: int = 7,
         clock: Clock = now_ms,
-        source: str = LIVE_SOURCE,
+        source: str = TICKER_SOURCE,
     ) -> None:
         self.store = store
         self.seed = seed
@@ -239,8 +239,8 @@ class LiveMarket:
         )
 
 
-async def run_live(
-    market: LiveMarket,
+async def run_ticker(
+    market: MarketTicker,
     publish: Callable[[Event], Awaitable[None]],
     rate: float,
     *,
