@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from worthit.answer.live import explain_live
+from worthit.answer.on_demand import explain_on_demand
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.engine.remote.router import Router
@@ -98,7 +98,7 @@ async def drive(args: argparse.Namespace, urls: list[str], kill: object) -> dict
             )
             final = None
             try:
-                async for item in explain_live(
+                async for item in explain_on_demand(
                     decision(rng.randrange(40)), router, deadline_s=args.deadline_ms / 1000
                 ):
                     final = item

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scripted_engine import ScriptedEngine
-from worthit.answer.live import explain_live
+from worthit.answer.on_demand import explain_on_demand
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
@@ -64,7 +64,7 @@ def run(engine: ScriptedEngine | None, verdict: Verdict = BUY) -> tuple[str, Exp
     )
 
     async def collect() -> list[TextPiece | Explanation]:
-        return [item async for item in explain_live(decision, engine)]  # type: ignore[arg-type]
+        return [item async for item in explain_on_demand(decision, engine)]  # type: ignore[arg-type]
 
     items = asyncio.run(collect())
     final = items[-1]

@@ -30,7 +30,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from worthit.answer.live import explain_live
+from worthit.answer.on_demand import explain_on_demand
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.engine.backend import EngineBackend
@@ -116,7 +116,7 @@ def decision(title: str = PRODUCTS[0]) -> Decision:
 async def explained(
     engine: EngineBackend, title: str, deadline_s: float | None = None
 ) -> Explanation:
-    items = [i async for i in explain_live(decision(title), engine, deadline_s=deadline_s)]
+    items = [i async for i in explain_on_demand(decision(title), engine, deadline_s=deadline_s)]
     assert isinstance(items[-1], Explanation)
     return items[-1]
 

@@ -1,4 +1,5 @@
-"""The one answer flow: decide (no LLM), then explain (stored, live, or the template).
+"""The one answer flow: decide (no LLM), then explain (stored, written on demand, or the
+template).
 
 The CLI (`asyncio.run`), `POST /v1/decide` (SSE and JSON) and the `worthit` chat model all
 call `Answerer.ask` and render the events it yields; none of them orchestrates the steps
@@ -7,9 +8,9 @@ itself, so a rule about answers lives here once.
 An explanation depends only on its inputs (explain/inputs.py), so the model's checked
 text is stored under their key and served to every later asker of the same inputs at
 once, after the guard has checked it again against the current facts. On a miss the
-engine writes it live when it says that fits the deadline; otherwise the shopper gets the
-template now and the inputs go to the background generator, so the next asker gets the
-model's text.
+engine writes it on demand, while the shopper waits, when it says that fits the
+deadline; otherwise the shopper gets the template now and the inputs go to the
+background generator, so the next asker gets the model's text.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from worthit.answer.demand import LANGUAGES, SALES_WINDOW_DAYS, LanguageMix, Wan
 from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.generation import SAMPLING_POLICY
-from worthit.answer.live import explain_live, needs_no_model, summary_explanation
 from worthit.answer.metrics import AnswerMetrics
+from worthit.answer.on_demand import explain_on_demand, needs_no_model, summary_explanation
 from worthit.answer.run_memo import RunMemo
 from worthit.audit import AuditLog, AuditRecord, BacklogFullError, LogClosedError, Receipt
 from worthit.decide.decider import Decider, Decision, DecisionStatus
@@ -46,7 +47,7 @@ class Answerer:
 
     `decider` decides over the market (`Decider.for_store`). `engine` None means template
     text only. `explanations` is the store of checked explanations (None: every
-    explanation is written live). `model` is the model file's identity
+    explanation is written on demand). `model` is the model file's identity
     (`explain.keys.model_identity`), part of every stored explanation's key. `audit` is
     the log every answer is appended to (None: none kept).
     """
@@ -177,7 +178,7 @@ class Answerer:
         tenant: str | None,
     ) -> AsyncIterator[TextPiece | Explanation]:
         if needs_no_model(decision) or self.engine is None:
-            async for item in explain_live(decision, self.engine):
+            async for item in explain_on_demand(decision, self.engine):
                 yield item
             return
         assert decision.sheet is not None and decision.verdict is not None
@@ -188,7 +189,7 @@ class Answerer:
                 yield item
             return
         final: Explanation | None = None
-        async for item in explain_live(
+        async for item in explain_on_demand(
             decision,
             self.engine,
             priority=priority,
@@ -202,7 +203,7 @@ class Answerer:
             else:
                 final = item
         assert final is not None
-        self._after_live(decision, key, final)
+        self._after_on_demand(decision, key, final)
         self.metrics.explanations.labels(
             "live" if final.source == "llm" else "template", decision.language
         ).inc()
@@ -265,7 +266,7 @@ class Answerer:
             log.warning("answer %s not in the audit log: %s", record.request_id, exc)
             return None
 
-    def _after_live(self, decision: Decision, key: str, final: Explanation) -> None:
+    def _after_on_demand(self, decision: Decision, key: str, final: Explanation) -> None:
         """Store what the model wrote while the shopper waited; or queue the inputs."""
         assert decision.sheet is not None and decision.verdict is not None
         if final.source == "llm" and final.finish_reason == "stop":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from worthit.answer.live import ENGINE_PROBLEMS, stream_explanation
+from worthit.answer.on_demand import ENGINE_PROBLEMS, stream_explanation
 from worthit.decide.verdict import Verdict
 from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority, SamplingParams

@@ -3,7 +3,7 @@
 The verdict is already out when this runs; the model only words it. Whatever goes
 wrong here (an ungrounded number, an empty answer, a model error) ends in the
 deterministic template, never in a missing explanation. Who drives the model is the
-answer layer's business (`worthit.answer.live`); the rules live here once.
+answer layer's business (`worthit.answer.on_demand`); the rules live here once.
 """
 
 from __future__ import annotations

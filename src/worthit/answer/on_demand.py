@@ -1,4 +1,6 @@
-"""One explanation written by the model on the batching engine, streamed as it comes.
+"""An explanation written on demand: by the model on the batching engine, streamed as
+it comes while the shopper waits (`stream_explanation` serves the background generator
+too).
 
 The rules live in `ExplanationRun`; this module only feeds it the engine's stream. The
 engine is shared by every request and may refuse one it cannot serve before the
@@ -82,7 +84,7 @@ def _refused(run: ExplanationRun, exc: Exception) -> Explanation:
     return refused
 
 
-async def explain_live(
+async def explain_on_demand(
     decision: Decision,
     engine: EngineBackend | None,
     *,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worthit.answer.live import explain_live
+from worthit.answer.on_demand import explain_on_demand
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
 from worthit.engine.sequence import FinishReason
@@ -57,7 +57,7 @@ def explanation_for(stream: EndsWith) -> Explanation:
     )
 
     async def last() -> Explanation:
-        items = [item async for item in explain_live(decision, Engine(stream))]  # type: ignore[arg-type]
+        items = [item async for item in explain_on_demand(decision, Engine(stream))]  # type: ignore[arg-type]
         assert isinstance(items[-1], Explanation)
         return items[-1]
 
