@@ -1,5 +1,5 @@
-"""The background class: work nobody waits for, run only in steps no live request
-needs, on fewer threads, paused and preempted first for live work."""
+"""The background class: work nobody waits for, run only in steps no interactive request
+needs, on fewer threads, paused and preempted first for interactive work."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def kinds(requests: list[str]) -> set[str]:
 
 
 async def live_after_background(n_background: int) -> tuple[int, FakeRunner, Engine]:
-    """Submit n_background requests, wait until they generate, then one live request.
-    Returns how many steps without the live request ran after it was submitted."""
+    """Submit n_background requests, wait until they generate, then one interactive request.
+    Returns how many steps without the interactive request ran after it was submitted."""
     config = EngineConfig(context_size=4096, block_size=8, n_threads=2, background_threads=1)
     runner = FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.00002))
     engine = make_engine(config, runner)
@@ -69,7 +69,7 @@ def test_a_live_request_waits_at_most_one_background_step():
     assert alone == 0
     assert loaded <= 1  # the background step running when it arrived, if any
     steps = [kinds(ids) for ids in runner.step_requests]
-    assert all(len(k) <= 1 for k in steps)  # no step mixes live and background tokens
+    assert all(len(k) <= 1 for k in steps)  # no step mixes interactive and background tokens
     live_steps = [i for i, k in enumerate(steps) if k == {"live"}]
     assert not any("bg" in steps[i] for i in range(live_steps[0], live_steps[-1] + 1))
     assert engine.status().background_running == engine.status().background_waiting == 0
@@ -136,7 +136,7 @@ def test_background_has_its_own_queue_and_is_never_refused_for_time():
                 engine.submit("bg 3", priority=BG)
             assert full.value.reason == "queue_full"
             with pytest.raises(AdmissionRefusedError) as late:
-                engine.submit("live 0")  # the live queue has room; the deadline does not
+                engine.submit("live 0")  # the interactive queue has room; the deadline does not
             assert late.value.reason == "deadline"
             engine.step_model.overhead_s = 0.001
             engine.submit("live 1")
@@ -202,7 +202,7 @@ def test_live_work_pauses_background_and_preempts_it_before_a_lower_live_class()
     assert bg.status is Status.RUNNING and len(bg.output_tokens) == 2  # paused, KV kept
     assert [c.seq for c in plan.chunks] == [low] and not plan.background
     high = h.seq("high", 30, Priority.HIGH, max_tokens=4, base=300)
-    h.step()  # KV for high: the background request goes, not the lower live class
+    h.step()  # KV for high: the background request goes, not the lower interactive class
     assert bg.status is Status.WAITING and bg.preemptions == 1
     assert low.status is Status.RUNNING and low.preemptions == 0
     while h.scheduler.has_work():

@@ -6,7 +6,7 @@ The estimate is the one the scheduler expires waiting requests with (timing/budg
 from the budget the scheduler last published plus the backlog: prompts submitted and
 admitted but not yet picked up by the engine thread, which the published queue cannot
 know about yet. Background requests are never refused for time, only when their own
-queue is full, and they count in neither the live queue limit nor the live backlog.
+queue is full, and they count in neither the interactive queue limit nor the interactive backlog.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ class Admission:
         self._metrics = metrics
         self._lock = threading.Lock()
         self._backlog = [0, 0, 0]
-        """Uncached prompt tokens per live class, admitted but not yet picked up."""
+        """Uncached prompt tokens per interactive class, admitted but not yet picked up."""
         self._in_transit = [0, 0]
-        """Live and background requests admitted but not yet picked up."""
+        """Interactive and background requests admitted but not yet picked up."""
         self.refused_for_time = 0
         """Requests refused because their deadline looked unmeetable, so far: the
         calibration re-measures when these grow (timing/calibration.py)."""
 
     def admit(self, seq: Sequence, now: float) -> None:
         """Raise AdmissionRefusedError when seq's queue is full or its deadline cannot
-        be met; otherwise count it (and a live prompt into the backlog) until
+        be met; otherwise count it (and an interactive prompt into the backlog) until
         ``picked_up``."""
         budget = self._published.read()
         kind = int(seq.is_background)

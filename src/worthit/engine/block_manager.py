@@ -14,7 +14,7 @@ when its last tag is removed. This module mirrors those tags in blocks of
 * when a request ends, its indexed prefix stays in the KV under its sequence id,
   which becomes a *cached prefix*; cached prefixes are evicted least recently used
   first when KV blocks or sequence ids run out. What background work leaves is filed
-  as least recently used and marked, until a request reuses it, so that live work can
+  as least recently used and marked, until a request reuses it, so that interactive work can
   evict those alone before it preempts paused background sequences for KV.
 
 Invariant: a sequence that holds block k holds blocks 0..k-1 of the same chain, since
@@ -137,15 +137,15 @@ class BlockManager:
         self.tables[seq_id] = list(blocks)
         return seq_id, len(blocks) * self.block_size
 
-    def reserve(self, seq_id: int, n_tokens: int, evict_live: bool = True) -> bool:
+    def reserve(self, seq_id: int, n_tokens: int, evict_interactive: bool = True) -> bool:
         """Grow seq_id's blocks to cover n_tokens positions, evicting cached prefixes if
-        needed (with evict_live False, only those background work left). False when the
+        needed (with evict_interactive False, only those background work left). False when the
         KV cannot hold them (the caller preempts or waits)."""
         table = self.tables[seq_id]
         need = -(-n_tokens // self.block_size) - len(table)
         if need <= 0:
             return True
-        if not self._make_room(need, evict_live):
+        if not self._make_room(need, evict_interactive):
             return False
         for _ in range(need):
             block = Block(index=len(table))
@@ -174,7 +174,7 @@ class BlockManager:
         """End seq_id's hold. With keep_tokens, its indexed full blocks among the first
         keep_tokens stay in the KV as a cached prefix, unless another sequence already
         holds them all. recent=False files the prefix as the least recently used, first
-        to go (background work's: it must not push out what live requests left)."""
+        to go (background work's: it must not push out what interactive requests left)."""
         table = self.tables[seq_id]
         keep = 0
         limit = min(keep_tokens // self.block_size, len(table))
@@ -216,9 +216,9 @@ class BlockManager:
             self.release(next(iter(self._cached)))
         return self._free_ids.pop() if self._free_ids else None
 
-    def _make_room(self, need: int, evict_live: bool = True) -> bool:
+    def _make_room(self, need: int, evict_interactive: bool = True) -> bool:
         while self.free_blocks < need:
-            victim = next((s for s, bg in self._cached.items() if bg or evict_live), None)
+            victim = next((s for s, bg in self._cached.items() if bg or evict_interactive), None)
             if victim is None:
                 break
             self.release(victim)

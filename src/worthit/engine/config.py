@@ -71,7 +71,7 @@ class EngineConfig:
     prompts out of a 8,192-cell cache within seconds)."""
 
     max_sequences_per_tenant: int | None = None
-    """Running live requests one tenant may hold while another tenant's request of the
+    """Running interactive requests one tenant may hold while another tenant's request of the
     same class waits; None means half of max_sequences (at least 1). Work-conserving:
     a tenant alone may fill every slot, since a slot left empty helps nobody, but once
     another tenant waits, the capped tenant's next requests wait behind it. Half, so
@@ -95,19 +95,19 @@ class EngineConfig:
     max_background_waiting: int = 64
     """Background requests waiting (not holding KV) beyond which new ones are refused
     with "queue_full". Their own limit: background never counts against max_waiting
-    of live requests."""
+    of interactive requests."""
 
     max_background_step_s: float = 0.03
     """Longest step that carries background work, by the background step-time model: a
-    live request that arrives meanwhile waits at most about this long for the engine
-    thread (a background step is never shared with live work)."""
+    interactive request that arrives meanwhile waits at most about this long for the engine
+    thread (a background step is never shared with interactive work)."""
 
     expected_length_quantile: float = 0.9
     """Quantile of recent answers' lengths that the ``complete`` deadline policy prices
     (at most max_tokens); a request that runs longer stops at a sentence end."""
 
     n_threads: int = 2
-    """llama.cpp threads for every step that carries live work."""
+    """llama.cpp threads for every step that carries interactive work."""
 
     background_threads: int = 1
     """llama.cpp threads for steps that carry only background work: on a 2-core machine

@@ -11,7 +11,7 @@ inbox holds, then steps:
 llama_decode releases the GIL, so the event loops keep serving HTTP while the model
 computes. When there is nothing to do the thread sleeps until woken, and after a quiet
 ``IDLE_PROBE_S`` re-measures a stale step-time model (timing/calibration.py). Background
-requests fill the steps no live request needs, on ``background_threads`` threads, so
+requests fill the steps no interactive request needs, on ``background_threads`` threads, so
 the HTTP thread keeps a core.
 """
 
@@ -113,11 +113,11 @@ class Engine:
             config, runner, self.step_model, self.blocks, self.background_step_model
         )
         self.lengths = CompletionLengths(config.expected_length_quantile)
-        """Recent live answers' lengths: what the complete policy prices."""
+        """Recent interactive answers' lengths: what the complete policy prices."""
         self._requests: dict[str, RequestRecord] = {}
         """Every request the engine thread has taken in and not yet finished."""
-        self._live_seen = time.monotonic()
-        """When the engine thread last had live work (the re-probe waits for a gap)."""
+        self._interactive_seen = time.monotonic()
+        """When the engine thread last had interactive work (the re-probe waits for a gap)."""
         self._closing = False
         self._thread: threading.Thread | None = None
         self._tokenizing = 0
@@ -214,7 +214,7 @@ class Engine:
         assistant's answer). ``deadline_s`` is relative to now; without it the config's
         default deadline applies, and ``deadline_policy`` says what it promises.
         ``Priority.BACKGROUND`` is work nobody waits for: no deadline (giving one is a
-        ValueError), its own queue, tokens only when no live request needs the engine.
+        ValueError), its own queue, tokens only when no interactive request needs the engine.
         ``tenant`` is who asked (an API key's tenant): inside a class the engine shares
         itself fairly between tenants; None is the anonymous tenant, one like any other.
         Raises AdmissionRefusedError when the deadline cannot be met or the queue is
@@ -489,17 +489,17 @@ class Engine:
             self.calibration.reprobe_if_stale()
             self.calibration.recalibrate_if_refused(self.admission.refused_for_time)
         self._wake.clear()
-        self._live_seen = time.monotonic()
+        self._interactive_seen = time.monotonic()
 
     def _probe_between_background_steps(self) -> None:
         """Background work keeps the engine from idling: re-measure a stale step-time
-        model once live work has been quiet for IDLE_PROBE_S, as an idle engine would."""
+        model once interactive work has been quiet for IDLE_PROBE_S, as an idle engine would."""
         now = time.monotonic()
-        if self.scheduler.has_live_work():
-            self._live_seen = now
-        elif now - self._live_seen >= IDLE_PROBE_S:
+        if self.scheduler.has_interactive_work():
+            self._interactive_seen = now
+        elif now - self._interactive_seen >= IDLE_PROBE_S:
             self.calibration.reprobe_if_stale()
-            self._live_seen = now
+            self._interactive_seen = now
 
     def _wait(self, seconds: float) -> None:
         """Sleep until woken (a request, an abort, a call) or for seconds."""

@@ -41,9 +41,9 @@ class FairShare:
         self.prompt_weight = prompt_weight
         self.output_weight = output_weight
         self._classes = {p: _ClassCounters() for p in Priority if not p.is_background}
-        self._live: dict[str, int] = {}
+        self._interactive: dict[str, int] = {}
         self.tenants = 0
-        """Tenants with a live request waiting or running, in any class."""
+        """Tenants with an interactive request waiting or running, in any class."""
 
     def arrived(self, seq: Sequence) -> None:
         """seq is queued: its tenant is lifted first if it had no work in the class."""
@@ -53,8 +53,8 @@ class FairShare:
         if n == 0:
             c.counters[tenant] = max(c.counters.get(tenant, 0.0), c.level())
         c.active[tenant] = n + 1
-        self._live[tenant] = self._live.get(tenant, 0) + 1
-        self.tenants = len(self._live)
+        self._interactive[tenant] = self._interactive.get(tenant, 0) + 1
+        self.tenants = len(self._interactive)
 
     def left(self, seq: Sequence) -> None:
         """seq finished (any reason): the tenant may now be idle in the class."""
@@ -70,12 +70,12 @@ class FairShare:
             level = c.level()
             for idle in [t for t, v in c.counters.items() if t not in c.active and v <= level]:
                 del c.counters[idle]
-        live = self._live[tenant] - 1
-        if live:
-            self._live[tenant] = live
+        remaining = self._interactive[tenant] - 1
+        if remaining:
+            self._interactive[tenant] = remaining
         else:
-            del self._live[tenant]
-        self.tenants = len(self._live)
+            del self._interactive[tenant]
+        self.tenants = len(self._interactive)
 
     def lift(self, priority: Priority, tenant: str, level: float) -> None:
         """Raise a waiting tenant passed over for its cap to the counter of the tenant

@@ -3,7 +3,7 @@
 Each engine registers into its own CollectorRegistry (not the process-global one), so
 tests and benchmarks can run several engines in one process; the server exposes the
 engine's registry at /metrics. Background requests are labelled ``priority="background"``
-and have gauges of their own, so the live gauges keep meaning live load.
+and have gauges of their own, so the interactive gauges keep meaning interactive load.
 """
 
 from __future__ import annotations
@@ -84,14 +84,15 @@ class EngineMetrics:
             "Requests finished, by reason.", ["finish_reason"], registry=r,
         )  # fmt: skip
         self.running = Gauge(
-            "worthit_engine_running_requests", "Live requests holding KV.", registry=r
+            "worthit_engine_running_requests", "Interactive requests holding KV.", registry=r
         )
         self.waiting = Gauge(
-            "worthit_engine_waiting_requests", "Live requests queued for KV.", registry=r
+            "worthit_engine_waiting_requests", "Interactive requests queued for KV.", registry=r
         )
         self.background_running = Gauge(
             "worthit_engine_background_running_requests",
-            "Background requests holding KV (generating, or paused for live work).", registry=r,
+            "Background requests holding KV (generating, or paused for interactive work).",
+            registry=r,
         )  # fmt: skip
         self.background_waiting = Gauge(
             "worthit_engine_background_waiting_requests",
@@ -101,7 +102,9 @@ class EngineMetrics:
             "worthit_engine_batch_window", "Adaptive limit of running requests.", registry=r
         )
         self.tenants = Gauge(
-            "worthit_engine_tenants", "Tenants with live requests queued or running.", registry=r
+            "worthit_engine_tenants",
+            "Tenants with interactive requests queued or running.",
+            registry=r,
         )
         self._totals = (0, 0, 0)
 

@@ -21,10 +21,10 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
 5. When KV blocks run out, cached prefixes are evicted first (LRU); then the running
    sequence of the lowest class (most slack) is preempted, its KV kept as a cached
    prefix so that its recompute later is mostly a cache hit.
-6. Background requests (``Priority.BACKGROUND``) get tokens only in steps with no live
-   request waiting or running; then they decode, join and prefill in arrival order,
+6. Background requests (``Priority.BACKGROUND``) get tokens only in steps with no
+   interactive request waiting or running; then they decode, join and prefill in arrival order,
    within what the background step-time model says fits in ``max_background_step_s``.
-   Otherwise they are paused with their KV, and the first preempted when live work
+   Otherwise they are paused with their KV, and the first preempted when interactive work
    needs KV blocks or sequence ids.
 
 Each plan carries its ``StepBudget``, which the scheduler also publishes (and again once
@@ -106,10 +106,10 @@ class Scheduler:
         """A sequence's context limit: generation ends with "length" at it."""
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
-        """Live requests; background ones are in the two lists below."""
+        """Interactive requests; background ones are in the two lists below."""
         self.background_waiting: list[Sequence] = []
         self.background_running: list[Sequence] = []
-        """Background requests holding KV: generating, or paused while live work runs."""
+        """Background requests holding KV: generating, or paused while interactive work runs."""
         self.preemptions = 0
         self.fairness = FairShare(config.tenant_prompt_weight, config.tenant_output_weight)
         """Per class and tenant, the service received: who joins next (fairness.py)."""
@@ -133,16 +133,16 @@ class Scheduler:
 
     def has_work(self) -> bool:
         background = self.background_running or self.background_waiting
-        return bool(self.has_live_work() or self._ended or background)
+        return bool(self.has_interactive_work() or self._ended or background)
 
-    def has_live_work(self) -> bool:
-        """Whether a live request waits or runs: then background work gets no tokens."""
+    def has_interactive_work(self) -> bool:
+        """Whether an interactive request waits or runs: then background work gets no tokens."""
         return bool(self.waiting or self.running)
 
     def sequences(self) -> tuple[Sequence, ...]:
-        """Every unfinished sequence, live and background."""
-        live = (*self.running, *self.waiting)
-        return (*live, *self.background_running, *self.background_waiting)
+        """Every unfinished sequence, interactive and background."""
+        interactive = (*self.running, *self.waiting)
+        return (*interactive, *self.background_running, *self.background_waiting)
 
     def take_ended(self) -> list[Update]:
         """Sequences finished outside a step (expired, aborted, refused on KV)."""
@@ -154,7 +154,7 @@ class Scheduler:
     def schedule(self, now: float) -> StepPlan:
         previous = self.published.read()
         self._expire(now, previous)
-        if not self.has_live_work():
+        if not self.has_interactive_work():
             return self._schedule_background(now, previous)
         deadline_s = self._deadline_budget(now)
         budget = replace(
@@ -222,7 +222,7 @@ class Scheduler:
 
     def _schedule_background(self, now: float, previous: StepBudget) -> StepPlan:
         """A step of background work alone, as long as the background step-time model
-        says fits in max_background_step_s (a live request arriving meanwhile waits
+        says fits in max_background_step_s (an interactive request arriving meanwhile waits
         for it): decode first, then join and prefill in arrival order with what is
         left. At most as many hold KV as one such step can decode together."""
         config = self.config
@@ -522,13 +522,13 @@ class Scheduler:
         in this step's plan (their chunk is withdrawn), so a high-priority prompt never
         waits behind low-priority KV. Not strict (decode): the lowest running sequence
         not yet planned goes, which may be seq itself (then False). Background sequences
-        are the lowest class, so live work preempts them first, and before it evicts a
-        cached prefix that live work left: while they hold KV, a live request evicts
+        are the lowest class, so interactive work preempts them first, and before it evicts a
+        cached prefix that interactive work left: while they hold KV, an interactive request evicts
         only the cached prefixes background work left.
         """
         assert seq.seq_id is not None
         while not self.blocks.reserve(
-            seq.seq_id, n_tokens, evict_live=seq.is_background or not self.background_running
+            seq.seq_id, n_tokens, evict_interactive=seq.is_background or not self.background_running
         ):
             planned = {id(c.seq) for c in plan.chunks}
             holders = (*self.running, *self.background_running)
@@ -568,7 +568,7 @@ class Scheduler:
         return True
 
     def _queues(self, seq: Sequence) -> tuple[list[Sequence], list[Sequence]]:
-        """The (running, waiting) lists of seq's kind: live or background."""
+        """The (running, waiting) lists of seq's kind: interactive or background."""
         if seq.is_background:
             return self.background_running, self.background_waiting
         return self.running, self.waiting

@@ -16,9 +16,9 @@ class EngineStatus:
 
     model_id: str
     running: int
-    """Live requests holding KV."""
+    """Interactive requests holding KV."""
     waiting: int
-    """Live requests queued for KV."""
+    """Interactive requests queued for KV."""
     kv_usage: float
     """KV blocks in use / KV blocks."""
     cached_prefixes: int
@@ -27,11 +27,11 @@ class EngineStatus:
     prefix_queried_tokens: int
     prefix_hit_tokens: int
     background_running: int
-    """Background requests holding KV: generating while no live work runs, else paused."""
+    """Background requests holding KV: generating while no interactive work runs, else paused."""
     background_waiting: int
     """Background requests queued (at most max_background_waiting admitted)."""
     tenants: int = 0
-    """Tenants with live requests queued or running (anonymous requests are one)."""
+    """Tenants with interactive requests queued or running (anonymous requests are one)."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ its deadline twice is warmed too (``after_refusal``), but only while the engine 
 otherwise idle: warming on the first refusal cached the long tail, and each of those
 prefixes evicted a more popular one (LRU) from an 8,192-cell cache within seconds.
 Warming requests are the engine's own: low priority, no deadline, one token. They are
-live work, not background: a prompt warmed ahead of its askers must be in the cache
+interactive work, not background: a prompt warmed ahead of its askers must be in the cache
 before they come, not whenever background work allows, so background work pauses.
 """
 

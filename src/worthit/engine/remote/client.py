@@ -103,15 +103,15 @@ def engine_address(url: str) -> tuple[str, int | None]:
 class RemoteTimeouts:
     connect_s: float = 1.0
     read_s: float = 10.0
-    """The longest silence between two chunks of a live request."""
+    """The longest silence between two chunks of an interactive request."""
     background_read_s: float = 300.0
-    """The same for a background request, which a worthit replica pauses while live work
+    """The same for a background request, which a worthit replica pauses while interactive work
     runs: a pause is not a failure."""
     probe_s: float = 2.0
     """A health probe's whole budget."""
 
     def for_request(self, priority: Priority, left_s: float | None = None) -> httpx.Timeout:
-        """A live request's silence may last as long as its deadline allows (`left_s`,
+        """An interactive request's silence may last as long as its deadline allows (`left_s`,
         which ends it in time anyway): a long prompt's prefill is silence too."""
         read = self.background_read_s if priority.is_background else self.read_s
         if left_s is not None:
@@ -357,7 +357,7 @@ class _ReplicaFailedError(Exception):
 
 
 class _PreemptedError(Exception):
-    """A live request took this background request's slot."""
+    """An interactive request took this background request's slot."""
 
 
 class RemoteStream:
@@ -543,7 +543,7 @@ class RemoteStream:
 
     async def _next_event(self, events: AsyncIterator[Any], grace: float) -> Any:
         """The next SSE event; TimeoutError past the deadline (and `grace`),
-        _PreemptedError once a live request wants this one's slot."""
+        _PreemptedError once an interactive request wants this one's slot."""
         left = None if self._deadline is None else self._deadline + grace - time.monotonic()
         if left is not None and left <= 0:
             raise TimeoutError

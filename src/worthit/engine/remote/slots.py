@@ -6,7 +6,7 @@ its `interrupt_requests`) ends the running stream as soon as any other request a
 even a GET /v1/models, with `[DONE]` and no finish_reason. Sent at once, a shopper's
 explanation, the background generator's and the router's health probe cut each other
 off. So a replica whose concurrency is known gets at most that many requests; the rest
-wait here in class order (live before background, then arrival), and a live request
+wait here in class order (interactive before background, then arrival), and an interactive request
 that finds every slot held while background work holds one preempts it: the background
 request ends "abort" (the generator tries it again later), as the engine in process
 puts its lowest class last. A replica of unknown concurrency (vLLM, SGLang, worthit's
@@ -29,13 +29,13 @@ class Slot:
     def __init__(self, slots: Slots, priority: Priority) -> None:
         self.priority = priority
         self.preempted = asyncio.Event()
-        """Set when a live request needs this background request's slot."""
+        """Set when an interactive request needs this background request's slot."""
         self._slots = slots
         self._released = False
 
     @property
     def preemptible(self) -> bool:
-        """Background work on a replica with a limit: a live request may take its slot."""
+        """Background work on a replica with a limit: an interactive request may take its slot."""
         return self.priority.is_background and self._slots.limit is not None
 
     def release(self) -> None:
@@ -106,7 +106,7 @@ class Slots:
         return slot
 
     def _preempt_one(self) -> None:
-        """Free a slot for a live waiter: the latest background holder not already told."""
+        """Free a slot for an interactive waiter: the latest background holder not already told."""
         if self._has_room():
             return
         for slot in reversed(self._held):

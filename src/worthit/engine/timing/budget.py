@@ -1,8 +1,8 @@
 """A step's time budget, the queue it leaves, and the time estimates made from them.
 
 The scheduler computes a ``StepBudget`` for every step and hands it on in the plan.
-Its counts and queue are live work only: background work pauses whenever live work
-arrives, so it neither slows nor delays a live request (beyond the one short step that
+Its counts and queue are interactive work only: background work pauses whenever interactive work
+arrives, so it neither slows nor delays an interactive request (beyond the one short step that
 may be running when it arrives).
 Admission runs in the callers' threads, so it never reads the scheduler's lists: it
 reads the last budget the scheduler published, an immutable value swapped under a
@@ -32,15 +32,16 @@ class StepBudget:
     deadline_s: float = math.inf
     """The step time every running deadline can still afford (infinite if none)."""
     queued_prefill: tuple[int, int, int] = (0, 0, 0)
-    """Prefill tokens pending per live class (high, medium, low); background work is
-    never counted: it pauses when live work arrives."""
+    """Prefill tokens pending per interactive class (high, medium, low); background work is
+    never counted: it pauses when interactive work arrives."""
     running: int = 0
-    """Live requests holding KV (the counts below are live too, unless named)."""
+    """Interactive requests holding KV (the counts below are interactive too, unless named)."""
     decoding: int = 0
     """Running sequences with one pending token: the streams a step must not stall."""
     waiting: int = 0
     background_running: int = 0
-    """Background requests holding KV: generating in live-free steps, paused otherwise."""
+    """Background requests holding KV: generating in steps free of interactive work,
+    paused otherwise."""
     background_waiting: int = 0
 
 

@@ -9,7 +9,7 @@ the model stuck with a stale overhead and every request refused at 2 requests/s.
 after large steps only, the first idle gap of ``IDLE_PROBE_S`` times two one-token
 steps (~20 ms), which pulls the overhead back.
 
-A model measured too slow refuses every live request, and refused requests teach it
+A model measured too slow refuses every interactive request, and refused requests teach it
 nothing: a start-up calibration taken while the machine was busy (the API workers of
 `worthit serve --workers` importing and building their caches beside a niced engine) left
 one engine process refusing every explanation for good. So when requests were refused for
@@ -19,7 +19,7 @@ time since the last measurement, an idle engine calibrates again, at most once e
 Background steps run on ``background_threads``; when that is not ``n_threads`` they
 are timed into a model of their own, calibrated at start the same way on those threads.
 Background work keeps the engine from ever idling, so the engine also re-measures in
-gaps of live traffic (engine.py).
+gaps of interactive traffic (engine.py).
 
 Both run on the spare last sequence id, unused until the id pool runs dry, and only
 from the engine thread (or before it starts).

@@ -1,4 +1,4 @@
-"""How long an answer is expected to run: a high quantile of recent live answers' lengths.
+"""How long an answer is expected to run: a high quantile of recent interactive answers' lengths.
 
 The ``complete`` deadline policy used to price all of ``max_tokens``; answers asked for
 48 tokens end near 29, so on a host at ~18 ms a token (48 x 18 > 800 ms) every such
@@ -38,11 +38,11 @@ class CompletionLengths:
         self.quantile = quantile
         self._lock = threading.Lock()
         self._samples: deque[tuple[int, bool]] = deque(maxlen=WINDOW)
-        """(output tokens, ended by itself) of recent live answers."""
+        """(output tokens, ended by itself) of recent interactive answers."""
         self._expected: int | None = None
 
     def observe(self, n_tokens: int, reason: FinishReason) -> None:
-        """A live answer finished. Aborted, expired and failed ones say nothing about
+        """An interactive answer finished. Aborted, expired and failed ones say nothing about
         length and are left out."""
         if reason is not FinishReason.STOP and reason not in _CUT:
             return
