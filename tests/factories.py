@@ -103,7 +103,9 @@ def make_sheet(**overrides: Any) -> FactSheet:
         "currency": "USD",
         "as_of": "2026-03-14T09:30:00Z",
         "current_price": 299.0,
-        "current_price_at": "2026-03-10T08:00:00Z",
+        "current_price_at": "2026-03-14T08:00:00Z",
+        "price_age_days": 0,
+        "price_stale": False,
         "list_price": 349.0,
         "windows": (
             WindowStats(days=30, observations=12, min=289.0, avg=301.5, median=299.0),

@@ -113,6 +113,17 @@ _EN: dict[str, str] = {
     "well_rated": "Well rated: {rating}/5 from {count} reviews.",
     "out_of_stock": "It is out of stock right now.",
     "over_budget": "At {current} it is over your budget of {budget}.",
+    "over_budget_at_low": (
+        "It is over your budget of {budget}, and at {current} it is within {gap_pct}% of its "
+        "all-time low of {low}: unlikely to get cheaper soon."
+    ),
+    "over_budget_at_low_at": (
+        "It is over your budget of {budget}, and at {current} it is at its all-time low: "
+        "unlikely to get cheaper soon."
+    ),
+    "stale_price": (
+        "The last price we have is {age} old ({last_price_at}), too old to judge today's price by."
+    ),
     "top_budget": "Only products priced at or under {budget} today.",
     "low_stock": "Only {quantity} left in stock.",
     "compare_pick": (
@@ -212,6 +223,15 @@ _ZH: dict[str, str] = {
     "well_rated": "口碑不错：{count}条评价，评分{rating}/5。",
     "out_of_stock": "目前缺货。",
     "over_budget": "当前价{current}，超出了你的预算{budget}。",
+    "over_budget_at_low": (
+        "当前价{current}超出了你的预算{budget}，但距历史最低价{low}仅高{gap_pct}%，短期内不太可能更便宜。"
+    ),
+    "over_budget_at_low_at": (
+        "当前价{current}超出了你的预算{budget}，但已是历史最低价，短期内不太可能更便宜。"
+    ),
+    "stale_price": (
+        "我们最新的价格记录是{age}前的（{last_price_at}），太旧了，无法据此判断现在的价格。"
+    ),
     "top_budget": "只列出当前价格不超过{budget}的商品。",
     "low_stock": "库存仅剩{quantity}件。",
     "compare_pick": "{title}更值得买：结论为“{kind}”，而{other_title}为“{other_kind}”。",
@@ -315,6 +335,17 @@ _JA: dict[str, str] = {
     "well_rated": "評価は良好です：{count}件のレビューで{rating}/5です。",
     "out_of_stock": "現在在庫切れです。",
     "over_budget": "現在{current}で、予算{budget}を超えています。",
+    "over_budget_at_low": (
+        "現在{current}で予算{budget}を超えていますが、過去最安値{low}との差は{gap_pct}%で、"
+        "当面これ以上安くなる見込みは低いです。"
+    ),
+    "over_budget_at_low_at": (
+        "現在{current}で予算{budget}を超えていますが、過去最安値で、"
+        "当面これ以上安くなる見込みは低いです。"
+    ),
+    "stale_price": (
+        "最新の価格記録は{age}前のもの（{last_price_at}）で、古すぎて現在の価格を判断できません。"
+    ),
     "top_budget": "今日の価格が{budget}以下の商品だけを挙げています。",
     "low_stock": "在庫は残り{quantity}点です。",
     "compare_pick": (

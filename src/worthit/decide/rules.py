@@ -76,6 +76,7 @@ _WEIGHTS: dict[str, float] = {
     "pre_sale_hike": 0.5,
     "out_of_stock": 2.0,
     "over_budget": 2.0,
+    "over_budget_at_low": 2.0,
     "quality_floor": 3.0,
     "rating_falling": 3.0,
 }
@@ -115,6 +116,14 @@ def _price_history(r: _Reasons, t: Thresholds) -> bool:
     s = r.sheet
     if s.current_price is None:
         r.add("no_price", Polarity.INFO, {})
+        return False
+    if s.price_stale and s.price_age_days is not None and s.current_price_at is not None:
+        age = _written(s.price_age_days * 86400, r.language)
+        numbers: dict[str, float | int | str] = {
+            "age_days": s.price_age_days,
+            "last_price_at": s.current_price_at[:10],
+        }
+        r.add("stale_price", Polarity.INFO, numbers, {"age": age})
         return False
     unusable = _unusable_price(s)
     if unusable is not None:
@@ -663,6 +672,38 @@ def _budget(r: _Reasons, budget: float | None) -> None:
         )
 
 
+def _budget_at_low(r: _Reasons) -> None:
+    """Over the budget, but at or near its all-time low, and nothing says it will get
+    cheaper (no announced or calendar sale, no falling price: the budget is the only
+    reason to wait): waiting would not bring it under the budget, so the two reasons
+    become one that says so, and the verdict is not WAIT but SKIP."""
+    over = next((x for x in r.items if x.code == "over_budget"), None)
+    low = next((x for x in r.items if x.code in ("at_all_time_low", "near_all_time_low")), None)
+    waits = [x for x in r.items if x.polarity is Polarity.WAIT and x is not over]
+    floor = r.sheet.all_time_low
+    if over is None or low is None or waits or floor is None:
+        return
+    current, budget = float(low.numbers["current"]), float(over.numbers["budget"])
+    if current <= budget:  # an offer at the till brings one unit under it
+        return
+    r.items = [x for x in r.items if x is not over and x is not low]
+    gap = float(low.numbers.get("gap_pct", 0.0))
+    numbers: dict[str, float | int | str] = {
+        "current": current,
+        "budget": budget,
+        "low": floor,
+        "gap_pct": gap,
+    }
+    shown = {
+        "current": r.money(current),
+        "budget": r.money(budget),
+        "low": r.money(floor),
+        "gap_pct": number(gap),
+    }
+    phrase = "over_budget_at_low" if gap > 0 else "over_budget_at_low_at"
+    r.add("over_budget_at_low", Polarity.SKIP, numbers, shown, phrase=phrase)
+
+
 _PRICE_RULES: tuple[Callable[[_Reasons, Thresholds], None], ...] = (
     _all_time_low,
     _average_delta,
@@ -692,6 +733,7 @@ def decide_verdict(
     if priced:
         for rule in _PRICE_RULES:
             rule(r, t)
+        _budget_at_low(r)
     stale = _freshness(r, t)
     kind, confidence = _choose(r.items, priced, sheet, t)
     if stale:
@@ -737,9 +779,12 @@ def _review_evidence(reasons: list[Reason], sheet: FactSheet, t: Thresholds) -> 
     """0.8 to 1: a quality judgement on 50 reviews is surer than one on 10.
 
     Counts the reviews behind the skip reasons: all of them for the floor, the recent
-    ones for a falling rating.
+    ones for a falling rating. A skip on the price alone (over the budget at the low)
+    rests on the price history instead: 90 days of it are as sure as it gets.
     """
     codes = {x.code for x in reasons if x.polarity is Polarity.SKIP}
+    if not codes & {"quality_floor", "rating_falling"}:
+        return 0.8 + 0.2 * min(1.0, sheet.days_tracked / 90)
     behind = max(
         sheet.rating.count if "quality_floor" in codes else 0,
         sheet.rating.recent_count if "rating_falling" in codes else 0,

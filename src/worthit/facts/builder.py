@@ -65,6 +65,10 @@ PRIOR_TTL_S = 300.0
 PRIORS_KEPT = 4096
 """Category priors held at most (one per category now, and one per category and moment
 asked as of), before the lot is dropped and recomputed on demand."""
+DEFAULT_STALE_PRICE_DAYS = 3.0
+"""A price older than this is stale: the sources seen so far observe several times a day
+(the simulator, the real shops' scrapers) or carry a price forward daily, so three days
+without one means the feed stopped or lost the product, not a quiet market."""
 PROMOTION_NOTICE_DAYS = 30
 """How long before it starts a promotion is taken to be known. The data records only a
 promotion's start and end, not when it was announced, so "as of T" cannot say which
@@ -155,12 +159,22 @@ class ProductHistory:
 class FactsBuilder:
     """Computes fact sheets; holds the category priors, which change slowly.
 
-    `clock` is what "now" means for a sheet built without an explicit moment.
+    `clock` is what "now" means for a sheet built without an explicit moment;
+    `stale_price_days`, how old the last price may be before the sheet says it is stale.
     """
 
-    def __init__(self, store: MarketStore, clock: Clock = now_ms) -> None:
+    def __init__(
+        self,
+        store: MarketStore,
+        clock: Clock = now_ms,
+        *,
+        stale_price_days: float = DEFAULT_STALE_PRICE_DAYS,
+    ) -> None:
+        if not stale_price_days >= 1:
+            raise ValueError(f"stale_price_days must be at least 1, got {stale_price_days}")
         self.store = store
         self.clock = clock
+        self.stale_price_ms = stale_price_days * DAY_MS
         self._priors: dict[tuple[str, int | None], tuple[float, float]] = {}
         self._lock = threading.Lock()
         self.category_events = CategoryEvents(store)
@@ -272,6 +286,8 @@ class FactsBuilder:
             "currency": current.currency if current else "USD",
             "current_price": _money(current.price) if current else None,
             "current_price_at": iso(current.ts_ms) if current else None,
+            "price_age_days": (as_of - current.ts_ms) // DAY_MS if current else None,
+            "price_stale": current is not None and as_of - current.ts_ms > self.stale_price_ms,
             "list_price": _money(current.list_price) if current and current.list_price else None,
             "windows": windows,
             "all_time_low": _money(low) if low is not None else None,

@@ -126,6 +126,13 @@ class FactSheet:
     as_of: str
     current_price: float | None
     current_price_at: str | None
+    price_age_days: int | None
+    """Whole days from the last price observation to the sheet's moment; None without a
+    price. On an as-of sheet, as of its moment: the age a shopper asking then would see."""
+    price_stale: bool
+    """The last price is older than the builder's `stale_price_days`: the feed stopped or
+    fell behind, so today's price is unknown. The price rules are off (INSUFFICIENT_DATA,
+    `stale_price`), and the windows, thin or empty, describe the past, not now."""
     list_price: float | None
     windows: tuple[WindowStats, ...]
     all_time_low: float | None
