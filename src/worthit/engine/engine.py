@@ -35,7 +35,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError
 from worthit.engine.metrics import EngineMetrics
-from worthit.engine.records import RequestRecord, deltas, note_step
+from worthit.engine.request_record import RequestRecord, deltas, note_step
 from worthit.engine.runner import LlamaRunner, Runner
 from worthit.engine.scheduler import Scheduler, StepPlan, Update
 from worthit.engine.sequence import (

@@ -4,7 +4,7 @@ A plain class, mutated only by the engine thread: the scheduler decides, the run
 computes, and this object remembers where the request stands between steps: its
 tokens, what it asked for, and where it is in the KV cache. What the engine keeps for
 delivering and measuring a request (its sampler, its caller, its timestamps) is in
-``records.py``.
+``request_record.py``.
 """
 
 from __future__ import annotations
