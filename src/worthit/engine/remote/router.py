@@ -14,7 +14,7 @@ is ejected after `eject_after` consecutive failures and readmitted by its first 
 probe. A connect failure is retried once on the next replica of the key's order. A
 replica's concurrency (client.py, slots.py) bounds what it is sent at once; the ring's
 loads count the requests waiting for its slots too.
-`metrics` (remote/metrics.py) shows each replica's health, load and pace at /metrics.
+`metrics` (remote/router_metrics.py) shows each replica's health, load and pace at /metrics.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from worthit.engine.remote.client import (
     RemoteStream,
     RemoteTimeouts,
 )
-from worthit.engine.remote.metrics import RouterMetrics
+from worthit.engine.remote.router_metrics import RouterMetrics
 from worthit.engine.sequence import DeadlinePolicy, FinishReason, Priority, SamplingParams
 from worthit.engine.status import ReplicaStatus, RouterStatus
 from worthit.engine.streams import Completion, Delta

@@ -4,7 +4,7 @@ What a replica's health and load are is read from the router at scrape time, so 
 numbers are the router's own (what it routes by), never a second bookkeeping that could
 drift from them; what only a stream's end knows (its finish reason, its time to first
 token as this side saw it, network included) is observed there. Its own
-CollectorRegistry, as the engine's (metrics.py): several routers can live in one process.
+CollectorRegistry, as the engine's (engine/metrics.py): several routers can live in one process.
 """
 
 from __future__ import annotations
