@@ -40,7 +40,7 @@ class Admission:
         """Interactive and background requests admitted but not yet picked up."""
         self.refused_for_time = 0
         """Requests refused because their deadline looked unmeetable, so far: the
-        calibration re-measures when these grow (timing/calibration.py)."""
+        calibration re-measures when these grow (timing/step_calibration.py)."""
 
     def admit(self, seq: Sequence, now: float) -> None:
         """Raise AdmissionRefusedError when seq's queue is full or its deadline cannot

@@ -10,7 +10,7 @@ inbox holds, then steps:
 
 llama_decode releases the GIL, so the event loops keep serving HTTP while the model
 computes. When there is nothing to do the thread sleeps until woken, and after a quiet
-``IDLE_PROBE_S`` re-measures a stale step-time model (timing/calibration.py). Background
+``IDLE_PROBE_S`` re-measures a stale step-time model (timing/step_calibration.py). Background
 requests fill the steps no interactive request needs, on ``background_threads`` threads, so
 the HTTP thread keeps a core.
 """
@@ -50,9 +50,9 @@ from worthit.engine.sequence import Sequence as Seq
 from worthit.engine.status import EngineStatus
 from worthit.engine.streams import Completion, RequestStream, send
 from worthit.engine.timing.budget import PublishedBudget, StepBudget
-from worthit.engine.timing.calibration import IDLE_PROBE_S, Calibration
 from worthit.engine.timing.latency import StepTimeModel
 from worthit.engine.timing.lengths import CompletionLengths
+from worthit.engine.timing.step_calibration import IDLE_PROBE_S, Calibration
 from worthit.engine.warming import PrefixWarmer
 
 __all__ = ["Engine"]
