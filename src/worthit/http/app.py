@@ -37,7 +37,6 @@ from worthit.http import (
     watches_api,
     webhooks_api,
 )
-from worthit.http.guard import ALWAYS_OPEN, LOOPBACK_HOSTS, OPERATIONS_PATHS, GuardMiddleware
 from worthit.http.headers import SecurityHeadersMiddleware
 from worthit.http.json_body import not_json
 from worthit.http.openai import chat_api
@@ -48,6 +47,12 @@ from worthit.http.problems import (
     handle_http_error,
     handle_problem,
     problem_response,
+)
+from worthit.http.request_guard import (
+    ALWAYS_OPEN,
+    LOOPBACK_HOSTS,
+    OPERATIONS_PATHS,
+    GuardMiddleware,
 )
 from worthit.http.timing import ServerTimingMiddleware
 from worthit.market.store import MarketStore

@@ -6,7 +6,7 @@ the embedded bus, before the answer says which were applied, which were duplicat
 (their id was applied before) and which were rejected. Only a body that is not
 `{"events": [...]}` at all is refused whole (problem details, 422).
 
-With API keys, only a key of scope `events` reaches this route (http/guard.py), and its
+With API keys, only a key of scope `events` reaches this route (http/request_guard.py), and its
 events carry the source it is bound to whatever their body says: a key writes under its
 own name only, and since event ids are unique per source it cannot pre-empt another
 source's. A webhook source keeps its name to its own secret: a key bound to a name that
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["events"])
 
 MAX_EVENTS = 500
-"""Events per request. With the 64 KiB body limit (http/guard.py) a request of typical
+"""Events per request. With the 64 KiB body limit (http/request_guard.py) a request of typical
 events (about 120 bytes each) fits this many; send more in several requests."""
 SUBMIT_TIMEOUT_S = 5.0
 """How long a request waits for room in a full queue before it is answered 503."""

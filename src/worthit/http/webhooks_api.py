@@ -4,7 +4,7 @@ Standard Webhooks: the sender signs `webhook-id.webhook-timestamp.body` with HMA
 under the source's secret (`worthit sources add`) and sends the three headers; the
 `standardwebhooks` package checks the signature (in constant time) and the timestamp
 (within 300 s of now, either way). The signature is the authentication, so the route
-needs no API key (http/guard.py leaves the prefix open). Every refusal before the
+needs no API key (http/request_guard.py leaves the prefix open). Every refusal before the
 events are read is 401 naming the header at fault, or `source` for a source that is not
 registered.
 

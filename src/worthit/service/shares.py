@@ -6,7 +6,7 @@ served, so without shares one key could hold them all: 1,024 `GET /v1/watches/ev
 streams, kept open by their keep-alive comments, left every other tenant and the open
 `/healthz` at 503. So each authenticated tenant may have at most `connections` requests
 in flight (a request in flight holds a connection), of which at most `streams` long-lived
-event streams; the guard (http/guard.py) answers one more 429 with `Retry-After` and
+event streams; the guard (http/request_guard.py) answers one more 429 with `Retry-After` and
 closes the connection, so a refused client cannot keep it idle either. Streams end after
 `stream_life_s` (http/watches_api.py), so a share held by streams comes free and the
 client reconnects with `Last-Event-ID`, losing nothing. Requests without a tenant (the
