@@ -174,6 +174,28 @@ BUDGET_EN = _inputs(
 
 
 # (text, inputs, the property that must fail, a failure code that must be among the reasons)
+WAIT_RATED_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        ("high_percentile", "wait", "当前价高于近90天96.1%的价格。"),
+        ("well_rated", "buy", "口碑不错：1,204条评价，评分4.62/5。"),
+    ],
+)
+WAIT_LOW_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        ("upcoming_sale", "wait", "Black Friday starts in 12 days at $80.55, 15.7% below today."),
+        (
+            "near_all_time_low",
+            "buy",
+            "At $95.60 it is within 3.4% of its all-time low of $92.45 (seen 2026-10-02).",
+        ),
+    ],
+)
+
+
 REFUSED = [
     # the served explanations quoted in issue 25
     (
@@ -413,6 +435,33 @@ REFUSED = [
         INSUFFICIENT_ZH,
         "fluent",
         "repeated_phrase",
+    ),
+    # a reason of the other side cited for the verdict: the card shows it against
+    (
+        "建议再等等，因为当前价高于近90天96.1%的价格，而且口碑不错。",
+        WAIT_RATED_ZH,
+        "faithful",
+        "other_polarity",
+    ),
+    (
+        "建议再等等，因为它的评分是4.62/5，当前价高于近90天96.1%的价格。",
+        WAIT_RATED_ZH,
+        "faithful",
+        "other_polarity",
+    ),
+    (
+        "Better to wait because Black Friday starts in 12 days, and it is close to its "
+        "all-time low of $92.45.",
+        WAIT_LOW_EN,
+        "faithful",
+        "other_polarity",
+    ),
+    (
+        "Not worth buying because recent reviews are worse, 2.35/5 against 3.62/5, even at "
+        "$43.77.",
+        SKIP_EN,
+        "faithful",
+        "other_polarity",
     ),
     # Japanese (the service's third language): the same checks, kanji and katakana closed
     ("今が買い時、なぜなら価価格が安いからです。", BUY_JA, "fluent", "repeated_chars"),

@@ -723,6 +723,9 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         twisted = _twisted_comparison(body, inputs) if inputs.language == "en" else ""
         if twisted:
             out.append(("false_comparison", twisted))
+    other = _other_polarity(body, inputs)
+    if other:
+        out.append(("other_polarity", other))
     unknown = _unknown_words(body, inputs)
     if unknown:
         out.append(("unknown_words", ", ".join(unknown)))
@@ -738,6 +741,55 @@ def _against(body: str, inputs: CheckInputs) -> str:
         match = cue.pattern.search(lowered)
         if match and not (cue.licensed_by & own):
             return f"{cue.name}: {match.group(0)!r}"
+    return ""
+
+
+def _writes(body: str, value: str) -> bool:
+    """Whether the body writes `value` as the reason did: the words, or its number to
+    the digit (stricter than `_names`, which lets "3" name a rating of 3.39)."""
+    lowered = body.lower()
+    if value.lower() in lowered:
+        return True
+    number = _NUMBER.search(value)
+    if number is None or _ISO_DATE.search(value):
+        return False
+    digits = re.escape(number.group(0))
+    return re.search(rf"(?<![\d.,]){digits}(?![\d]|[.,]\d)", lowered) is not None
+
+
+_DIRECTIONS = frozenset({Polarity.BUY, Polarity.WAIT, Polarity.SKIP})
+
+
+def _other_polarity(body: str, inputs: CheckInputs) -> str:
+    """A reason that points another way, cited as if it were the verdict's ("口碑不错" in a
+    WAIT, an all-time low in a SKIP): the card shows that reason on the other side, so the
+    sentence would argue against its own verdict. Named by what only that reason says (a
+    number also written by a supporting reason or the title is fair to repeat)."""
+    if inputs.verdict is VerdictKind.INSUFFICIENT_DATA:
+        return ""
+    supporting = _SUPPORTS[inputs.verdict]
+    own = "\n".join(
+        [inputs.title] + [r.text for r in inputs.reasons if r.polarity is supporting]
+    ).lower()
+    for reason in inputs.reasons:
+        if reason.polarity is supporting or reason.polarity not in _DIRECTIONS:
+            continue
+        if reason.code in _MODIFIERS:
+            continue
+        phrases = _KEY_PHRASES.get(reason.code, {}).get(inputs.language, ())
+        slots = reason_slots(reason.code, reason.text, inputs.language)
+        if slots is None:  # a sentence of another shape: its numbers name it
+            values = [m.group(0) for m in _NUMBER.finditer(reason.text)]
+        else:
+            values = [slots[s] for s in _KEY_SLOTS.get(reason.code, ()) if s in slots]
+        for value in (*phrases, *values):
+            if len(value) < 2 or value.lower() in own:
+                continue
+            if _writes(body, value):
+                return f"{reason.code} ({reason.polarity.value}): {value}"
+    cue = _PRAISE.pattern.search(body.lower())
+    if cue and supporting is not Polarity.BUY:
+        return f"praise: {cue.group(0)!r}"
     return ""
 
 
