@@ -13,7 +13,7 @@ from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.run_memo import RunMemo
 from worthit.audit.record import canonical_json, sha256_hex
 from worthit.explain.explainer import ExplanationRun
-from worthit.explain.keys import explanation_key
+from worthit.explain.store_key import explanation_key
 
 from factories import make_offer, make_promotion, make_sheet, make_verdict
 

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from worthit.decide.verdict import VerdictKind
 from worthit.explain.inputs import ExplanationInputs
-from worthit.explain.keys import explanation_key as key_of
-from worthit.explain.keys import model_identity
 from worthit.explain.prompt import answer_prefix, build_messages
 from worthit.explain.store import ABSENT_FOR_MS, SqliteExplanationStore, StoredExplanation
+from worthit.explain.store_key import explanation_key as key_of
+from worthit.explain.store_key import model_identity
 from worthit.market.store import MarketStore
 
 from factories import make_reason, make_stored, make_verdict

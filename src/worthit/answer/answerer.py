@@ -33,8 +33,8 @@ from worthit.decide.decider import Decider, Decision, DecisionStatus
 from worthit.engine.backend import EngineBackend
 from worthit.engine.sequence import Priority
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, Explanation, ExplanationRun, TextPiece
-from worthit.explain.keys import explanation_key
 from worthit.explain.store import RETRY_FAILED_AFTER_MS, ExplanationStore, StoredExplanation
+from worthit.explain.store_key import explanation_key
 from worthit.facts.cache import FactsCache
 from worthit.text.sentences import sentence_ends
 from worthit.text.time import iso, now_ms
@@ -48,7 +48,7 @@ class Answerer:
     `decider` decides over the market (`Decider.for_store`). `engine` None means template
     text only. `explanations` is the store of checked explanations (None: every
     explanation is written on demand). `model` is the model file's identity
-    (`explain.keys.model_identity`), part of every stored explanation's key. `audit` is
+    (`explain.store_key.model_identity`), part of every stored explanation's key. `audit` is
     the log every answer is appended to (None: none kept).
     """
 

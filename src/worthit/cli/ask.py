@@ -30,8 +30,8 @@ from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, TextPiece
-from worthit.explain.keys import model_identity
 from worthit.explain.store import SqliteExplanationStore
+from worthit.explain.store_key import model_identity
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 from worthit.text.time import fixed_clock, iso, now_ms

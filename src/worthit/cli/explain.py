@@ -25,8 +25,8 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import MODEL_ENV
 from worthit.engine.runner import LlamaRunner
-from worthit.explain.keys import model_identity
 from worthit.explain.store import DEFAULT_CAPACITY, SqliteExplanationStore
+from worthit.explain.store_key import model_identity
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 

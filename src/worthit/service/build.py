@@ -27,8 +27,8 @@ from worthit.audit import AuditLog, AuditPaths
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider
 from worthit.engine.backend import EngineBackend
-from worthit.explain.keys import model_identity
 from worthit.explain.store import ExplanationStore, SqliteExplanationStore
+from worthit.explain.store_key import model_identity
 from worthit.facts.cache import FactsCache, SheetTier
 from worthit.market.store import MarketStore
 from worthit.service.settings import ServiceSettings
