@@ -85,8 +85,8 @@ def test_a_budget_filters_rankings_and_weighs_on_a_verdict(market: Path) -> None
     assert [r["code"] for r in none["summary"]] == ["top_empty_budget"]  # type: ignore[union-attr,index]
     assert "at or under 1 today" in none["summary"][0]["text"]  # type: ignore[index]
     over = ask(market, "Is the Aurora NC700 worth buying under $100?")
-    assert over["verdict"] == "WAIT"
-    assert over["reasons"][0]["code"] == "over_budget"  # type: ignore[index]
+    assert over["verdict"] == "SKIP"  # over the budget at its all-time low: no use waiting
+    assert over["reasons"][0]["code"] == "over_budget_at_low"  # type: ignore[index]
 
 
 def test_rankings_and_comparisons_are_printed_once(market: Path) -> None:

@@ -37,7 +37,7 @@ def market_settings(path: Path, **overrides: Any) -> ServiceSettings:
     """The service over a copy of the small market, its clock pinned to the market's end;
     the background generator is off unless a test turns it on (it keeps the engine busy)."""
     return ServiceSettings(
-        db_path=path, clock=market_clock(), **({"background": False} | overrides)
+        db_path=path, **({"clock": market_clock(), "background": False} | overrides)
     )
 
 

@@ -132,6 +132,8 @@ def facts_summary(sheet: FactSheet) -> dict[str, Any]:
     return {
         "currency": sheet.currency,
         "current_price": sheet.current_price,
+        "price_age_days": sheet.price_age_days,
+        "price_stale": sheet.price_stale,
         "list_price": sheet.list_price,
         "all_time_low": sheet.all_time_low,
         "all_time_low_at": sheet.all_time_low_at,

@@ -17,6 +17,7 @@ from worthit.cli.options import (
     DbOption,
     JsonOption,
     LoraOption,
+    StalePriceOption,
     as_of_ms,
     db_exists,
     market_db,
@@ -32,6 +33,7 @@ from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.explainer import DEFAULT_MAX_TOKENS, TextPiece
 from worthit.explain.store import SqliteExplanationStore
 from worthit.explain.store_key import model_identity
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 from worthit.text.time import fixed_clock, iso, now_ms
@@ -64,6 +66,7 @@ def ask_command(
     lora: LoraOption = None,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     as_of: AsOfOption = None,
+    stale_price_days: StalePriceOption = DEFAULT_STALE_PRICE_DAYS,
     no_llm: Annotated[
         bool, typer.Option("--no-llm", help="Template explanation only; no model is loaded.")
     ] = False,
@@ -104,6 +107,7 @@ def ask_command(
         explanations=SqliteExplanationStore(store.path) if engine is not None else None,
         model=model_id,
         calibration=calibration,
+        stale_price_days=stale_price_days,
     )
     out = Console(highlight=False, soft_wrap=True)
     # the model's first words can take a minute on a loaded machine: say it is writing

@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from worthit.cli.options import DbOption, JsonOption, db_exists, market_db
+from worthit.cli.options import DbOption, JsonOption, StalePriceOption, db_exists, market_db
 from worthit.cli.progress import bar, stderr
 from worthit.decide.backtest import (
     DEFAULT_EVERY,
@@ -24,7 +24,7 @@ from worthit.decide.backtest import (
     replay,
 )
 from worthit.decide.forecast_replay import compare_policies
-from worthit.facts.builder import FactsBuilder
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS, FactsBuilder
 from worthit.market.store import MarketStore
 
 REASONS_SHOWN = 8
@@ -63,6 +63,7 @@ def backtest_command(
     every: EveryOption = DEFAULT_EVERY,
     horizon: HorizonOption = DEFAULT_HORIZON,
     skus: SkusOption = None,
+    stale_price_days: StalePriceOption = DEFAULT_STALE_PRICE_DAYS,
     as_json: JsonOption = False,
     out: Annotated[
         Path | None,
@@ -105,7 +106,7 @@ def backtest_command(
     policies: dict[str, Score] = {}
     started = time.perf_counter()
     cpu_started = time.process_time()
-    builder = FactsBuilder(store)
+    builder = FactsBuilder(store, stale_price_days=stale_price_days)
     sink = open(out, "w", encoding="utf-8") if out is not None else None  # noqa: SIM115
     try:
         with bar("replaying", len(chosen)) as update:
@@ -133,6 +134,7 @@ def backtest_command(
         "horizon": plan.horizon,
         "products": len(chosen),
         "decision_days": len(plan.days),
+        "stale_price_days": stale_price_days,
     }
     if as_json:
         extra = {"policies": {k: v.to_dict() for k, v in policies.items()}} if policies else {}

@@ -137,6 +137,17 @@ AuditDbOption = Annotated[
 ]
 
 
+StalePriceOption = Annotated[
+    float,
+    typer.Option(
+        "--stale-price-days",
+        min=1.0,
+        help="A product whose last price is older than this many days gets no price "
+        "verdict (INSUFFICIENT_DATA, stale_price): its feed stopped or fell behind.",
+    ),
+]
+
+
 AsOfOption = Annotated[
     str | None,
     typer.Option(

@@ -15,6 +15,7 @@ from worthit.cli.options import (
     AuditDbOption,
     DbOption,
     LoraOption,
+    StalePriceOption,
     audit_paths,
     market_db,
     model_files,
@@ -24,6 +25,7 @@ from worthit.cli.progress import stderr
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS
 from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.market.ingest.feed import DEFAULT_INTERVAL_S, FeedConfig
 from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig
@@ -169,6 +171,7 @@ def serve_command(
             show_default=False,
         ),
     ] = None,
+    stale_price_days: StalePriceOption = DEFAULT_STALE_PRICE_DAYS,
     freshness: Annotated[
         bool | None,
         typer.Option(
@@ -277,6 +280,7 @@ def serve_command(
         freshness=freshness
         if freshness is not None
         else rate > 0 or redis is not None or bool(feeds),
+        stale_price_days=stale_price_days,
         redis_url=redis,
         redis_stream=redis_stream,
         feeds=feeds,

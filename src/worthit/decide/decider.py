@@ -20,7 +20,7 @@ from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.decide.verdict_cache import VerdictCache
-from worthit.facts.builder import FactsBuilder
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS, FactsBuilder
 from worthit.facts.cache import FactsCache, SheetTier
 from worthit.facts.rankings import RankedItem, Rankings
 from worthit.facts.sheet import FactSheet
@@ -118,11 +118,14 @@ class Decider:
         calibration: Calibration | None = None,
         live: bool = False,
         tier: SheetTier | None = None,
+        stale_price_days: float = DEFAULT_STALE_PRICE_DAYS,
     ) -> Decider:
         """The decider over `store` as of `clock`: its fact cache (`live`: the store is fed
         by events, so old data counts against an answer; `tier`: the sheets shared with
-        other processes) and its product resolver."""
-        facts = FactsCache(FactsBuilder(store, clock), fed_by_events=live, tier=tier)
+        other processes; `stale_price_days`: how old a last price may be) and its product
+        resolver."""
+        builder = FactsBuilder(store, clock, stale_price_days=stale_price_days)
+        facts = FactsCache(builder, fed_by_events=live, tier=tier)
         return cls(facts, ProductResolver(store), calibration)
 
     @property

@@ -59,6 +59,7 @@ def language_tag(language: str) -> str:
 _PHRASES: dict[str, tuple[str, ...]] = {
     "upcoming_sale": ("upcoming_sale", "upcoming_offer"),
     "fake_discount": ("fake_discount", "fake_discount_none"),
+    "over_budget_at_low": ("over_budget_at_low", "over_budget_at_low_at"),
     "pre_sale_hike": ("pre_sale_hike", "pre_sale_hike_on"),
     "sale_event": (
         "sale_event",
@@ -170,7 +171,7 @@ _DEFAULT_POLARITY: dict[str, Polarity] = {
         ),
         Polarity.WAIT,
     ),
-    **dict.fromkeys(("quality_floor", "rating_falling"), Polarity.SKIP),
+    **dict.fromkeys(("quality_floor", "rating_falling", "over_budget_at_low"), Polarity.SKIP),
 }
 """A code's usual polarity, for records that do not carry one (rules.py decides; two codes,
 the "was" price and the pre-sale hike, are neutral in some situations)."""
@@ -264,7 +265,7 @@ class CheckResult:
 
 # --- the strongest reason ----------------------------------------------------------------------
 
-_MISSING = ("no_price", "unusable_price", "few_observations")
+_MISSING = ("no_price", "stale_price", "unusable_price", "few_observations")
 _MODIFIERS = frozenset(
     {"low_stock", "stale_data", "effective_price", "active_promotion", "offer_short"}
 )
@@ -314,8 +315,10 @@ _KEY_SLOTS: dict[str, tuple[str, ...]] = {
     "rating_falling": ("recent", "earlier"),
     "well_rated": ("rating",),
     "over_budget": ("budget", "current"),
+    "over_budget_at_low": ("budget", "current", "low"),
     "low_stock": ("quantity",),
     "few_observations": ("observations", "min_observations"),
+    "stale_price": ("age", "last_price_at"),
     "stale_data": ("age",),
 }
 """What names a reason: its key numbers, dates or event name (any one will do)."""

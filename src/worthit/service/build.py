@@ -29,6 +29,7 @@ from worthit.decide.decider import Decider
 from worthit.engine.backend import EngineBackend
 from worthit.explain.store import ExplanationStore, SqliteExplanationStore
 from worthit.explain.store_key import model_identity
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS
 from worthit.facts.cache import FactsCache, SheetTier
 from worthit.market.store import MarketStore
 from worthit.service.settings import ServiceSettings
@@ -82,10 +83,18 @@ def build_answerer(
     calibration: Calibration | None = None,
     live: bool = False,
     tier: SheetTier | None = None,
+    stale_price_days: float = DEFAULT_STALE_PRICE_DAYS,
 ) -> Answerer:
     """The answer flow over `store`: its decider (fact cache, resolver, calibration), then
     the answerer handed it."""
-    decider = Decider.for_store(store, clock, calibration=calibration, live=live, tier=tier)
+    decider = Decider.for_store(
+        store,
+        clock,
+        calibration=calibration,
+        live=live,
+        tier=tier,
+        stale_price_days=stale_price_days,
+    )
     return Answerer(decider, engine, explanations=explanations, model=model, audit=audit)
 
 
@@ -130,6 +139,7 @@ async def open_service(
         calibration=calibration,
         live=settings.freshness,
         tier=shared.fact_tier(),
+        stale_price_days=settings.stale_price_days,
     )
     from worthit.service.event_service import start_events
 

@@ -10,6 +10,7 @@ from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import CheckpointPolicy
 from worthit.engine.config import EngineConfig
 from worthit.explain.store import DEFAULT_CAPACITY
+from worthit.facts.builder import DEFAULT_STALE_PRICE_DAYS
 from worthit.facts.cache import DEFAULT_WARM_S
 from worthit.text.time import Clock, now_ms
 
@@ -59,6 +60,9 @@ class ServiceSettings:
     """Write explanations in the engine's idle time, in order of expected demand."""
     clock: Clock = now_ms
     """What "now" is for fact sheets; tests pin it, so answers do not depend on the day."""
+    stale_price_days: float = DEFAULT_STALE_PRICE_DAYS
+    """A product whose last price is older than this gets no price verdict: its sheet
+    says the price is stale, and the verdict is INSUFFICIENT_DATA (`stale_price`)."""
     audit: bool = True
     """Append every answer to the audit log beside the market (`<market>.audit.db`)."""
     audit_policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
