@@ -161,14 +161,14 @@ WORDING: list[tuple[tuple[tuple[str, int, float, int], ...], str, str, str]] = [
      "(today $300.00)."),
     (SAME, "category", "zh",
      "11天后是双12；该商品没有过往双12的价格，但过去2次双12，耳机通常比此前30天低12%至18%"
-     "（至少38件商品的中位数），照此约为$246.00至$264.00（现价$300.00）。"),
+     "（至少38件商品的中位数），照此约为US$246.00至US$264.00（现价US$300.00）。"),
     (SAME[:1], "category", "en",
      "Double 12 is in 11 days; this product has no past Double 12 price, but at the last "
      "Double 12 headphones were typically 12% below the 30 days before (the median of 40 "
      "products), which would put it at $264.00 (today $300.00)."),
     (SAME[:1], "category", "zh",
      "11天后是双12；该商品没有过往双12的价格，但上一次双12，耳机通常比此前30天低12%"
-     "（40件商品的中位数），照此约为$264.00（现价$300.00）。"),
+     "（40件商品的中位数），照此约为US$264.00（现价US$300.00）。"),
     (OTHER, "category_events", "en",
      "Double 12 is in 11 days; with no past Double 12 on record, at the last 2 big sales "
      "(Double 11 2026, 618 2026) headphones were typically 12% to 18% below the 30 days "
@@ -176,14 +176,14 @@ WORDING: list[tuple[tuple[tuple[str, int, float, int], ...], str, str, str]] = [
      "(today $300.00)."),
     (OTHER, "category_events", "zh",
      "11天后是双12；还没有过往双12的记录，但最近2次大促（2026年双11、2026年618），耳机通常比"
-     "此前30天低12%至18%（至少38件商品的中位数），照此约为$246.00至$264.00（现价$300.00）。"),
+     "此前30天低12%至18%（至少38件商品的中位数），照此约为US$246.00至US$264.00（现价US$300.00）。"),
     (OTHER[1:], "category_events", "en",
      "Double 12 is in 11 days; with no past Double 12 on record, at the last big sale "
      "(618 2026) headphones were typically 18% below the 30 days before (the median of 38 "
      "products), which would put it at $246.00 (today $300.00)."),
     (OTHER[1:], "category_events", "zh",
      "11天后是双12；还没有过往双12的记录，但上一次大促（2026年618），耳机通常比此前30天低18%"
-     "（38件商品的中位数），照此约为$246.00（现价$300.00）。"),
+     "（38件商品的中位数），照此约为US$246.00（现价US$300.00）。"),
 ]  # fmt: skip
 
 

@@ -299,7 +299,7 @@ def test_the_effective_price_reason_says_how_in_both_languages() -> None:
         "(current $229.99 − $30.00)."
     )
     assert zh.text == (
-        "使用满200减30（满$200.00减$30.00），买一件只需$199.99（现价$229.99 − $30.00）。"
+        "使用满200减30（满US$200.00减US$30.00），买一件只需US$199.99（现价US$229.99 − US$30.00）。"
     )
     assert en.numbers == {
         "name": "满200减30",
@@ -324,7 +324,7 @@ def test_the_effective_price_reason_says_how_in_both_languages() -> None:
                 price=195.49,
             ),
             "With Members (15% off) you pay $195.49 for one unit (current $229.99 − 15%).",
-            "使用Members（立减15%），买一件只需$195.49（现价$229.99 − 15%）。",
+            "使用Members（立减15%），买一件只需US$195.49（现价US$229.99 − 15%）。",
         ),
         (
             make_offer(
@@ -332,7 +332,7 @@ def test_the_effective_price_reason_says_how_in_both_languages() -> None:
             ),
             "With Club (a coupon for $20.00 off $200.00 or more) you pay $209.99 for one unit "
             "(current $229.99 − $20.00).",
-            "使用Club（优惠券满$200.00减$20.00），买一件只需$209.99（现价$229.99 − $20.00）。",
+            "使用Club（优惠券满US$200.00减US$20.00），买一件只需US$209.99（现价US$229.99 − US$20.00）。",
         ),
     ],
 )
@@ -356,7 +356,7 @@ def test_one_unit_below_the_threshold_is_told_it_saves_nothing() -> None:
         "below the $200.00 an order needs."
     )
     assert zh.text == (
-        "满200减30（满$200.00减$30.00）买一件用不上：现价$189.00不到订单所需的$200.00。"
+        "满200减30（满US$200.00减US$30.00）买一件用不上：现价US$189.00不到订单所需的US$200.00。"
     )
 
 
@@ -390,7 +390,7 @@ def test_an_upcoming_offer_is_compared_as_one_units_price() -> None:
         "618 (10% off) starts in 6 days: at today's price one unit would cost $270.00, "
         "10% below today's $300.00."
     )
-    assert zh.text == "618（立减10%）将在6天后开始：按现价买一件约$270.00，比现在的$300.00低10%。"
+    assert zh.text == "618（立减10%）将在6天后开始：按现价买一件约US$270.00，比现在的US$300.00低10%。"
 
 
 def test_an_upcoming_threshold_one_unit_misses_is_no_reason_to_wait() -> None:

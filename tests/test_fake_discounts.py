@@ -56,7 +56,7 @@ def test_the_reason_gives_reference_prior_low_and_true_discount_in_both_language
         "before the reduction was $280.00: a true discount of 3.6%."
     )
     assert zh.text == (
-        "Spring Sale：$270.00号称比$400.00便宜32.5%，但降价前30天内的最低价是$280.00，"
+        "Spring Sale：US$270.00号称比US$400.00便宜32.5%，但降价前30天内的最低价是US$280.00，"
         "实际只便宜3.6%。"
     )
 
@@ -88,7 +88,7 @@ def test_a_list_price_already_distrusted_is_not_said_twice() -> None:
     found = reason(mild, "fake_discount")
     assert found is not None and found.text.startswith("Today's price at $300.00 claims 9.1% off")
     zh = reason(mild, "fake_discount", "zh")
-    assert zh is not None and zh.text.startswith("当前价：$300.00号称")
+    assert zh is not None and zh.text.startswith("当前价：US$300.00号称")
 
 
 @pytest.mark.parametrize(("raised", "hike"), [(10.0, True), (9.9, False)])
@@ -106,7 +106,7 @@ def test_a_hike_ahead_of_a_sale_is_a_mild_wait_and_on_a_running_one_info() -> No
         "ahead of Spring Sale."
     )
     zh = reason(neutral(discount_claim=ahead), "pre_sale_hike", "zh")
-    assert zh is not None and zh.text == "Spring Sale前先涨价：近14天价格比此前的$280.00上调了30%。"
+    assert zh is not None and zh.text == "Spring Sale前先涨价：近14天价格比此前的US$280.00上调了30%。"
     running = replace(ahead, started="2026-03-13T00:00:00Z")
     on = reason(neutral(discount_claim=running), "pre_sale_hike")
     assert on is not None and on.polarity is Polarity.INFO

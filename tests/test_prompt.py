@@ -136,4 +136,4 @@ def test_a_chinese_sale_event_line_in_the_sheets_currency() -> None:
     assert "- 11天后是双12：预计价格¥237.00至¥246.00（现价¥300.00）。" in messages[1]["content"]
     once = sale_event_sheet((), SAME[:1])
     messages, _ = prompt_of(once, decide_verdict(once, "zh"))
-    assert "- 11天后是双12：预计价格$264.00（现价$300.00）。" in messages[1]["content"]
+    assert "- 11天后是双12：预计价格US$264.00（现价US$300.00）。" in messages[1]["content"]

@@ -145,8 +145,8 @@ def test_wait_says_when_how_much_and_on_what_evidence() -> None:
     )
     zh = reason(sheet, "zh")
     assert zh is not None and zh.text == (
-        "11天后是双12；过去2次双12，它的价格比此前30天低18%至21%，照此约为$237.00至$246.00"
-        "（现价$300.00）。"
+        "11天后是双12；过去2次双12，它的价格比此前30天低18%至21%，照此约为US$237.00至US$246.00"
+        "（现价US$300.00）。"
     )
 
 

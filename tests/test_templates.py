@@ -94,7 +94,7 @@ def test_the_supporting_reason_leads() -> None:
 
 def test_without_reasons_it_falls_back_to_the_price_or_the_headline() -> None:
     verdict = make_verdict(reasons=(), language="zh-CN")
-    assert template_explanation(verdict, make_sheet()) == "建议再等等：当前售价$299.00。"
+    assert template_explanation(verdict, make_sheet()) == "建议再等等：当前售价US$299.00。"
     assert template_explanation(verdict, make_sheet(current_price=None)) == "建议再等等。"
     assert language_of(make_verdict(language="fr")) == "en"
 

@@ -83,7 +83,7 @@ def facts_table(sheet: FactSheet) -> Table:
     table.add_column("value")
 
     def m(value: float | None) -> str:
-        return "—" if value is None else money(value, sheet.currency)
+        return "—" if value is None else money(value, sheet.currency, "en")
 
     rows: list[tuple[str, str]] = [
         ("brand / category", f"{sheet.brand} / {sheet.category}"),

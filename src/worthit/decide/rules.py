@@ -91,7 +91,7 @@ class _Reasons:
         self.items: list[Reason] = []
 
     def money(self, amount: float) -> str:
-        return money(amount, self.sheet.currency)
+        return money(amount, self.sheet.currency, self.language)
 
     def add(
         self,

@@ -45,6 +45,7 @@ from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.explain.guard import Grounds, check_grounding
 from worthit.explain.inputs import ExplanationInputs, model_text
 from worthit.explain.templates import language_of, leading_reasons
+from worthit.text.money import money
 from worthit.text.sentences import SENTENCE_END, ends_sentence
 
 _MARK = "\x00"
@@ -116,7 +117,7 @@ def _sale_line_templates(language: str) -> list[str]:
         }
         line = model_text(Reason("sale_event", Polarity.WAIT, numbers, ""), language, "USD")
         for name, amount in (("price_from", 1111.0), ("price_to", 2222.0), ("current", 3333.0)):
-            line = line.replace(f"${amount:,.2f}", f"{_MARK}{name}{_MARK}")
+            line = line.replace(money(amount, "USD", language), f"{_MARK}{name}{_MARK}")
         out.append(line)
     return out
 
@@ -796,7 +797,7 @@ def _other_polarity(body: str, inputs: CheckInputs) -> str:
     return ""
 
 
-_THAN = re.compile(r"\b([a-z]+) than (?:[a-z]+ ){0,2}?[$€£¥]?(\d[\d,]*(?:\.\d+)?)")
+_THAN = re.compile(r"\b([a-z]+) than (?:[a-z]+ ){0,2}?(?:[a-z]{0,3}[$€£¥])?(\d[\d,]*(?:\.\d+)?)")
 
 
 def _twisted_comparison(body: str, inputs: CheckInputs) -> str:
@@ -821,7 +822,8 @@ def _twisted_comparison(body: str, inputs: CheckInputs) -> str:
 
 
 _WHICH_IS = re.compile(
-    r"(\d[\d,]*(?:\.\d+)?)%?,? which (?:is|means) (?:[A-Za-z'-]+ ){0,5}?[$€£¥]?(\d[\d,]*(?:\.\d+)?)"
+    r"(\d[\d,]*(?:\.\d+)?)%?,? which (?:is|means) (?:[A-Za-z'-]+ ){0,5}?(?:[A-Z]{0,3}[$€£¥])?"
+    r"(\d[\d,]*(?:\.\d+)?)"
 )
 
 

@@ -94,7 +94,14 @@ _EN_NEW_SUBJECT = re.compile(
 )
 _ZH_NEW_SUBJECT = re.compile(r"这|它|其|不|没")
 _CLAUSE_END = re.compile(r"[,;!?。、…\n)]|\.(?!\d)")
-_CURRENCY_BEFORE = re.compile(r"(?:US\$|\$|¥|€|£|(?:USD|RMB|CNY)\s?)$")
+_SIGNS = "$¢£¤¥\u058f\u060b\u09f2\u09f3\u0e3f\u17db\u20a0-\u20c0\ufdfc"
+"""Unicode's currency symbols (category Sc) as NFKC leaves them (￥ is ¥)."""
+_CURRENCY_BEFORE = re.compile(
+    rf"(?:(?:(?<![A-Za-z])[A-Z]{{1,3}})?[{_SIGNS}]|元\s|(?:USD|RMB|CNY)\s?)$"
+)
+"""A sign written before an amount, as `worthit.text.money` writes them in every language
+("$", "US$", "CN¥", "JP¥", "HK$", "元 "): its letters belong to the amount, so "JP¥5,490"
+is a price, not a model code like "NC700"."""
 _UNIT = re.compile(
     r"(?:-| )?(?:"
     r"(?P<percent>%|percent\b|per\s+cent\b|percentage\s+points?\b|个?百分点)"

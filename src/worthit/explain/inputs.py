@@ -67,7 +67,7 @@ def model_text(reason: Reason, language: str, currency: str) -> str:
         return reason.text.strip()
     n = reason.numbers
     low, high, today = (
-        money(float(n[key]), currency) for key in ("price_from", "price_to", "current")
+        money(float(n[key]), currency, language) for key in ("price_from", "price_to", "current")
     )
     prices = low if low == high else _RANGE[language].format(low, high)
     return _SALE_EVENT[language].format(

@@ -34,7 +34,7 @@ def template_explanation(verdict: Verdict, sheet: FactSheet) -> str:
     end = "。" if language in ("zh", "ja") else "."
     sentences = [_sentence(r.text, end) for r in leading_reasons(verdict)]
     if not sentences and sheet.current_price is not None:
-        price = money(sheet.current_price, sheet.currency)
+        price = money(sheet.current_price, sheet.currency, language)
         sentences = [_SELLS_FOR.get(language, _SELLS_FOR["en"]).format(price=price)]
     headline = verdict.kind.label(language)
     if not sentences:

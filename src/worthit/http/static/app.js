@@ -1469,17 +1469,18 @@
   }
 
   // -------------------------------------------------------------- format --
+  // As the reasons write money (worthit.text.money, CLDR through Babel): the language's
+  // main locale, its standard symbol (US$ in Chinese, JP¥ for yen there), the currency's
+  // own minor units (¥5,490, $242.35). `digits` is only for the chart's axis ticks.
+  const MONEY_LOCALES = { en: "en-US", zh: "zh-CN", ja: "ja-JP" };
   function money(value, currency, digits) {
     if (value == null || !Number.isFinite(Number(value))) return null;
+    const options = { style: "currency", currency };
+    if (digits != null) Object.assign(options, { minimumFractionDigits: digits, maximumFractionDigits: digits });
     try {
-      return new Intl.NumberFormat(state.lang === "en" ? "en-US" : LOCALES[state.lang], {
-        style: "currency",
-        currency,
-        maximumFractionDigits: digits ?? 2,
-        minimumFractionDigits: digits ?? 2,
-      }).format(Number(value));
+      return new Intl.NumberFormat(MONEY_LOCALES[state.lang] || "en-US", options).format(Number(value));
     } catch (_) {
-      return `${Number(value).toFixed(digits ?? 2)} ${currency}`;
+      return `${currency} ${Number(value)}`;
     }
   }
 
