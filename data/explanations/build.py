@@ -223,6 +223,8 @@ def _variant(reason: Reason, slots: dict[str, str]) -> str:
         return "fake_discount_none"
     if reason.code == "pre_sale_hike" and reason.polarity is Polarity.INFO:
         return "pre_sale_hike_on"
+    if reason.code == "over_budget_at_low" and "gap_pct" not in slots:
+        return "over_budget_at_low_at"
     return reason.code
 
 

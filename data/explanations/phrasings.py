@@ -109,6 +109,18 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "{current} is more than your budget of {budget}",
             "the price of {current} is above your budget of {budget}",
         ),
+        "over_budget_at_low": (
+            "it is over your budget of {budget}, and at {current} it is within {gap_pct}% of "
+            "its all-time low of {low}, so it is unlikely to get cheaper soon",
+            "at {current} it is over your budget of {budget}, but only {gap_pct}% above its "
+            "all-time low of {low}: unlikely to get cheaper soon",
+        ),
+        "over_budget_at_low_at": (
+            "it is over your budget of {budget}, and at {current} it is at its all-time low, "
+            "so it is unlikely to get cheaper soon",
+            "at {current} it is over your budget of {budget}, and that is its all-time low: "
+            "unlikely to get cheaper soon",
+        ),
         "pre_sale_hike": (
             "the price was raised {raised_pct}% above {raised_from} over the last "
             "{raise_days} days, ahead of {name}",
@@ -194,6 +206,12 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "its data has not been updated for more than {age}, past the {objective} "
             "freshness objective",
         ),
+        "stale_price": (
+            "the last price we have is {age} old ({last_price_at}), too old to judge today's "
+            "price by",
+            "the last price we have is from {last_price_at}, {age} old, too old to judge "
+            "today's price by",
+        ),
     },
     "zh": {
         "near_all_time_low": (
@@ -260,6 +278,13 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "现价{current}，超过了你{budget}的预算",
             "{current}的价格比你的预算{budget}高",
         ),
+        "over_budget_at_low": (
+            "当前价{current}超出了你的预算{budget}，但距历史最低价{low}仅高{gap_pct}%，"
+            "短期内不太可能更便宜",
+        ),
+        "over_budget_at_low_at": (
+            "当前价{current}超出了你的预算{budget}，但已是历史最低价，短期内不太可能更便宜",
+        ),
         "pre_sale_hike": (
             "{name}前先涨价，近{raise_days}天价格比此前的{raised_from}上调了{raised_pct}%",
             "商家在{name}前把价格从{raised_from}上调了{raised_pct}%",
@@ -325,6 +350,10 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "stale_data": (
             "最新数据距今已超过{age}，超出了{objective}的新鲜度目标",
             "数据已经超过{age}没有更新，超出了{objective}的新鲜度目标",
+        ),
+        "stale_price": (
+            "我们最新的价格记录是{age}前的（{last_price_at}），太旧了，无法据此判断现在的价格",
+            "最新的价格记录是{last_price_at}的，已是{age}前，太旧了，无法判断现在的价格",
         ),
     },
 }
@@ -523,6 +552,14 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Hold off until reviews recover, or look at other options.",
         ),
         "SKIP": ("Look for a better-rated alternative instead.",),
+        "SKIP:over_budget_at_low": (
+            "Look for other options within {budget} instead.",
+            "Better to look elsewhere for an option within {budget}.",
+        ),
+        "SKIP:over_budget_at_low_at": (
+            "Look for other options within {budget} instead.",
+            "Better to look elsewhere for an option within {budget}.",
+        ),
         "INSUFFICIENT_DATA:no_price": (
             "Check back once a price is recorded.",
             "Ask again once it has a price.",
@@ -532,6 +569,10 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Ask again when more prices are in.",
         ),
         "INSUFFICIENT_DATA:unusable_price": ("Check back once the seller's feed corrects it.",),
+        "INSUFFICIENT_DATA:stale_price": (
+            "Check back once a price is recorded again.",
+            "Ask again once more prices are in.",
+        ),
         "INSUFFICIENT_DATA": ("Check back in a few days.",),
     },
     "zh": {
@@ -607,6 +648,14 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "等口碑回升再考虑，或者换一款。",
         ),
         "SKIP": ("建议看看评分更高的同类商品。",),
+        "SKIP:over_budget_at_low": (
+            "预算在{budget}以内的话，建议看看同类商品。",
+            "建议在{budget}以内换一款同类商品。",
+        ),
+        "SKIP:over_budget_at_low_at": (
+            "预算在{budget}以内的话，建议看看同类商品。",
+            "建议在{budget}以内换一款同类商品。",
+        ),
         "INSUFFICIENT_DATA:no_price": (
             "等有了价格再来问我吧。",
             "过几天有了价格再来看看。",
@@ -616,6 +665,10 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "等记录够{min_observations}条后再来问我吧。",
         ),
         "INSUFFICIENT_DATA:unusable_price": ("等商家修正数据后再来看看。",),
+        "INSUFFICIENT_DATA:stale_price": (
+            "等记录多了再来问我吧。",
+            "过几天再来看看吧。",
+        ),
         "INSUFFICIENT_DATA": ("过几天再来看看吧。",),
     },
 }
