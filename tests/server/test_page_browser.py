@@ -218,3 +218,44 @@ def test_a_phone_sees_no_engine_internals_no_empty_rating_and_labels_off_the_lin
     assert "180" not in short_title and "6 days" in short_title, short_title
     assert "149 days" in long_title, long_title  # the small market's 150 days of prices
     assert notes["notes"] == 2 and notes["hits"] == 0 and notes["crossed"] == 0, notes
+
+
+def test_a_chinese_answer_writes_dollars_one_way_on_the_card_and_in_its_reasons(
+    market_copy: Path,
+) -> None:
+    """A Chinese answer about a USD product: the reasons (CLDR through Babel) and the
+    page's own numbers and chart (Intl.NumberFormat) both write US$, never a bare $; the
+    card once said US$242.35 above reasons that said $242.35."""
+    import re
+
+    import httpx
+
+    from service_fixtures import fake_engine
+
+    engine = fake_engine()
+    settings = market_settings(market_copy, auth=False, default_deadline_ms=300)
+    question = "极光NC700值得买吗？"
+    with LiveServer(create_app(settings, engine=engine)) as server, sync_playwright() as pw:
+        answer = httpx.post(
+            server.base_url + "/v1/decide", json={"question": question, "sku": "S1"}, timeout=30
+        ).json()
+        browser = launch(pw)
+        page = browser.new_page(viewport={"width": 1100, "height": 1400})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{server.base_url}/?{httpx.QueryParams({'q': question, 'sku': 'S1'})}")
+        page.wait_for_selector("#verdict[data-verdict]", timeout=30_000)
+        page.wait_for_selector("#chart svg path.price", timeout=20_000)
+        numbers = page.inner_text("#v-numbers")
+        reasons = page.inner_text("#v-reasons")
+        chart = page.text_content("#chart") or ""
+        page.screenshot(path=str(ARTIFACTS / "page-zh-money.png"), full_page=True)
+        browser.close()
+    engine.close()
+    assert not errors
+    assert answer["facts"]["currency"] == "USD"
+    api_reasons = " ".join(r["text"] for r in answer["reasons"])
+    bare_dollar = re.compile(r"(?<!US)\$")
+    for shown in (numbers, reasons, chart, api_reasons):
+        assert "US$" in shown, shown
+        assert not bare_dollar.search(shown), shown

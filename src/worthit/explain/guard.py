@@ -8,10 +8,11 @@ computed it and put it in a reason, which keeps the check cheap, explainable and
 
 Matching rule:
 
-1. Numbers are read leniently: currency signs and words ($, ¥, USD, 元, 美元) are ignored,
-   "1,299" is 1299, "12%" is 12, "4.5/5" is 4.5 and 5, the range "5-10" is 5 and 10, signs
-   are dropped ("down 3.2%" for a trend of -3.2) and k/千/万/亿 multiply ("3.2万" is
-   32000). Chinese numerals are not read.
+1. Numbers are read leniently: currency signs and words ($, ¥, US$, JP¥, CN¥, USD, 元, 美元;
+   every form `worthit.text.money` writes) are ignored, "1,299" is 1299 ("," only groups:
+   no language worthit answers in writes a decimal comma), "12%" is 12, "4.5/5" is 4.5 and
+   5, the range "5-10" is 5 and 10, signs are dropped ("down 3.2%" for a trend of -3.2) and
+   k/千/万/亿 multiply ("3.2万" is 32000). Chinese numerals are not read.
 2. A written number passes when an allowed number, divided by the written multiplier and
    rounded half-up, half-even or truncated to the decimal places the text used, equals it:
    "4.3" and "4.2" pass for 4.2857, "299" for 299.4 and 299.99, "299.00" for 299, "4.30"
