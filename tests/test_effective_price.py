@@ -19,7 +19,7 @@ from worthit.explain.guard import allowed_numbers, check_grounding
 from worthit.facts.builder import FactsBuilder
 from worthit.facts.sheet import FactSheet
 from worthit.market.events import EventError, event_schema, parse_event
-from worthit.market.ingest.importer import LineError, import_lines, parse_line
+from worthit.market.ingest.importer import LineError, parse_line, run_import
 from worthit.market.records import PriceRecord, ProductRecord, PromotionRecord
 from worthit.market.schema import migrate
 from worthit.market.store import MarketStore
@@ -207,7 +207,7 @@ OLD_PROMOTION = PROMOTION | {"name": "Double 11", "price": 249.0}
 def test_an_old_file_without_kind_imports_as_promotional_prices(tmp_path: Path) -> None:
     store = MarketStore(tmp_path / "m.db")
     text = [json.dumps(PRODUCT), json.dumps(OLD_PROMOTION)]
-    report = import_lines(store, text)
+    report = run_import(store, text)
     assert (report.written, report.errors) == (2, [])
     (promo,) = store.promotions("S1")
     assert (promo.name, promo.kind, promo.price, promo.percent_off, promo.save) == (
@@ -217,16 +217,16 @@ def test_an_old_file_without_kind_imports_as_promotional_prices(tmp_path: Path) 
         None,
         None,
     )
-    again = import_lines(store, text)
+    again = run_import(store, text)
     assert (again.written, again.unchanged) == (0, 2)
 
 
 def test_a_promotion_changing_kind_updates_its_row(tmp_path: Path) -> None:
     store = MarketStore(tmp_path / "m.db")
-    import_lines(store, [json.dumps(PRODUCT), json.dumps(OLD_PROMOTION)])
+    run_import(store, [json.dumps(PRODUCT), json.dumps(OLD_PROMOTION)])
     before = store.revision("S1")
     coupon = OLD_PROMOTION | {"kind": "coupon", "price": None, "save": 20.0, "min_spend": 250.0}
-    report = import_lines(store, [json.dumps(coupon)])
+    report = run_import(store, [json.dumps(coupon)])
     assert (report.written, report.errors) == (1, [])
     (promo,) = store.promotions("S1")
     assert (promo.kind, promo.price, promo.save, promo.min_spend) == ("coupon", None, 20.0, 250.0)

@@ -1,7 +1,9 @@
-"""JSONL import: good lines land, bad lines are named by number and field, re-import is a no-op."""
+"""JSONL import: good lines land, bad lines are named by number and field, re-import is a no-op,
+and the bus's subscribers hear of imported rows as of events."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -10,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worthit.market.ingest.importer import import_lines, parse_line
+from worthit.market.bus import EventBus
+from worthit.market.events import EventError, parse_event
+from worthit.market.ingest.importer import import_lines, parse_line, run_import
 from worthit.market.store import MarketStore
 
 GOOD = [
@@ -65,7 +69,7 @@ def store(market_db: str) -> Iterator[MarketStore]:
 
 
 def test_every_record_type_imports(store: MarketStore) -> None:
-    report = import_lines(store, lines(GOOD))
+    report = run_import(store, lines(GOOD))
     assert report.errors == []
     assert report.written == len(GOOD)
     assert store.prices("S1")[0].list_price == 399.0
@@ -75,9 +79,9 @@ def test_every_record_type_imports(store: MarketStore) -> None:
 
 
 def test_importing_the_same_file_twice_changes_nothing(store: MarketStore) -> None:
-    import_lines(store, lines(GOOD))
+    run_import(store, lines(GOOD))
     revision = store.revision("S1")
-    again = import_lines(store, lines(GOOD))
+    again = run_import(store, lines(GOOD))
     assert (again.written, again.unchanged, again.errors) == (0, len(GOOD), [])
     assert store.revision("S1") == revision
 
@@ -122,7 +126,7 @@ def test_a_bad_line_is_reported_and_the_good_ones_still_land(
     store: MarketStore, line: str, field: str
 ) -> None:
     good = lines(GOOD)
-    report = import_lines(store, [*good[:2], line, *good[2:]])
+    report = run_import(store, [*good[:2], line, *good[2:]])
     assert [(e.line, e.field) for e in report.errors] == [(3, field)]
     assert report.written == len(GOOD)
 
@@ -131,7 +135,7 @@ def test_a_line_the_store_rejects_costs_only_itself(store: MarketStore) -> None:
     """Validation passed, then the database refused the write (a constraint of its own):
     its batch-mates must still land, and it must leave no trace."""
     refuse_stock(store, 12)
-    report = import_lines(store, lines(GOOD))
+    report = run_import(store, lines(GOOD))
     assert [(e.line, e.field) for e in report.errors] == [(3, "(line)")]
     assert "not stored" in report.errors[0].message
     assert report.written == len(GOOD) - 1
@@ -159,14 +163,55 @@ def refuse_stock(store: MarketStore, quantity: int) -> None:
 
 
 def test_blank_lines_are_skipped_but_counted(store: MarketStore) -> None:
-    report = import_lines(store, ["", *lines(GOOD[:2]), "   "])
+    report = run_import(store, ["", *lines(GOOD[:2]), "   "])
     assert report.lines == 4 and report.written == 2 and not report.errors
 
 
 def test_a_product_later_in_the_file_is_not_known_earlier(store: MarketStore) -> None:
     good = lines(GOOD)
-    report = import_lines(store, [good[1], good[0]])
+    report = run_import(store, [good[1], good[0]])
     assert [(e.line, e.field) for e in report.errors] == [(1, "sku")]
+
+
+def test_subscribers_hear_what_an_import_changed_as_they_hear_events(store: MarketStore) -> None:
+    """An import takes the bus like any event: the fact cache, the explanation queue and
+    the watches subscribe there. Stock and sales readings restate nothing; unchanged
+    lines are no news; an import queued behind an event lands after it."""
+    heard: list[tuple[str, frozenset[str]]] = []
+    stock_only = [{"type": "stock", "sku": "S1", "ts": "2026-01-03T08:00:00Z", "quantity": 3}]
+    second = [{**GOOD[0], "sku": "S2", "aliases": []}, {**GOOD[1], "sku": "S2"}]
+    price = parse_event(
+        {**GOOD[1], "ts": "2026-01-04T08:00:00Z", "price": 279.0, "event_id": "e1", "source": "t"}
+    )
+    assert not isinstance(price, EventError)
+
+    async def run() -> None:
+        bus = EventBus(store)
+        bus.subscribe(lambda skus: heard.append(("changed", skus)))
+        bus.subscribe(lambda skus: heard.append(("restated", skus)), restated_only=True)
+        bus.start()
+        try:
+            await import_lines(bus, lines(GOOD))
+            await import_lines(bus, lines(GOOD))
+            await import_lines(bus, lines(stock_only))
+            await bus.publish(price)
+            await import_lines(bus, lines(second))
+        finally:
+            await bus.stop()
+
+    asyncio.run(run())
+    s1, s2 = frozenset({"S1"}), frozenset({"S2"})
+    assert heard == [
+        ("changed", s1),
+        ("restated", s1),
+        ("changed", s1),
+        ("changed", s1),
+        ("restated", s1),
+        ("changed", s2),
+        ("restated", s2),
+    ]
+    assert [p.price for p in store.prices("S1")] == [299.0, 279.0]
+    assert [p.price for p in store.prices("S2")] == [299.0]
 
 
 @settings(max_examples=200, deadline=None)

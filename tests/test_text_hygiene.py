@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worthit.market.events import EventError, ProductEvent, ReviewEvent, parse_event
-from worthit.market.ingest.importer import import_lines
+from worthit.market.ingest.importer import run_import
 from worthit.market.records import UNSAFE_CHARACTERS, ProductRecord
 from worthit.market.store import MarketStore
 
@@ -106,7 +106,7 @@ def test_import_refuses_the_same_identifiers_and_strips_the_same_text(tmp_path: 
         json.dumps({"type": "product", "sku": "S1", "title": "Aurora\nNC700"}),
         json.dumps({"type": "product", "sku": "S1\u202e", "title": "Aurora NC700"}),
     ]
-    report = import_lines(store, lines)
+    report = run_import(store, lines)
     assert [(e.line, e.field) for e in report.errors] == [(2, "sku")]
     assert store.product("S1\u202e") is None
     assert store.product("S1").title == "Aurora NC700"  # type: ignore[union-attr]

@@ -17,7 +17,7 @@ from worthit.cli.progress import bar, stderr
 from worthit.demo.simulator import SimulationSummary, simulate
 from worthit.demo.ticker import MarketTicker, run_ticker
 from worthit.market.bus import EventBus
-from worthit.market.ingest.importer import import_lines
+from worthit.market.ingest.importer import run_import
 from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
 from worthit.market.store import MarketStore
 
@@ -52,7 +52,7 @@ def import_command(
     handle = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115
     try:
         with bar("importing", total) as update:
-            report = import_lines(store, handle, progress=update, reject_future=reject_future)
+            report = run_import(store, handle, update, reject_future=reject_future)
     finally:
         if handle is not sys.stdin:
             handle.close()

@@ -1,4 +1,6 @@
-"""The one apply path: every event, whatever brought it, reaches the store through here.
+"""The one apply path: every event, whatever brought it, reaches the store through here,
+and so does every batch of an import's lines (`apply_import_batch`), through the same
+bus (bus.py) and the same retry.
 
 A batch is one transaction, so a thousand events pay one commit. Its id is claimed in
 `applied_events` and its record upserted, or neither, so one bad event costs only itself
@@ -36,7 +38,8 @@ from enum import StrEnum
 from typing import TypeVar
 
 from worthit.db.connection import Connection
-from worthit.market.events import Event, EventError, ProductEvent, SalesEvent, StockEvent
+from worthit.market.events import Event, EventError, ProductEvent
+from worthit.market.records import Record, SalesRecord, StockRecord
 from worthit.market.store import MarketStore
 from worthit.text.time import Clock, now_ms
 
@@ -79,9 +82,21 @@ class BatchReport:
         return sum(1 for result in self.results if result.outcome is outcome)
 
 
-COUNTS = (StockEvent, SalesEvent)
+COUNTS = (StockRecord, SalesRecord)
 """Readings a live feed sends all the time (the demo's heartbeat) that move no price,
 rating or promotion, so they are no reason to rewrite a product's explanations."""
+
+
+@dataclass
+class ImportBatchReport:
+    changed: list[bool]
+    """One per record, in the order given: whether it changed the store's rows (False
+    when they already held those values, or when it was refused)."""
+    refused: dict[int, str] = field(default_factory=dict)
+    """Records the database refused, by index: why. Each cost only itself."""
+    changed_skus: set[str] = field(default_factory=set)
+    restated_skus: set[str] = field(default_factory=set)
+    """As in `BatchReport`: what caches must forget, and what explanations may have moved."""
 
 
 def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now_ms) -> BatchReport:
@@ -159,13 +174,54 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
     return write_batch(store, batch)
 
 
+def apply_import_batch(store: MarketStore, records: Sequence[Record]) -> ImportBatchReport:
+    """Write an import's batch of records in one transaction. They carry no event id, so
+    none is claimed: each is an upsert, and importing the same lines again changes
+    nothing. Raises only when the whole batch failed, as `apply_events` does; the caller
+    has checked that each series record's product exists or comes earlier in the batch."""
+    errors: tuple[type[Exception], ...] = (*store.errors.row, *_EVENT_ERRORS)
+
+    def batch(conn: Connection, guarded: bool) -> ImportBatchReport:
+        """This batch's report alone, so a run again after a deadlock counts once."""
+        report = ImportBatchReport([False] * len(records))
+        if not guarded:  # one pipelined round trip for the batch on PostgreSQL
+            try:
+                changed = store.apply_records(conn, records)
+            except errors as exc:
+                raise RowRefusedError from exc
+            for index, moved in enumerate(changed):
+                _count_change(report, records[index], index, moved)
+            return report
+        for index, record in enumerate(records):
+            try:
+                with store.savepoint():
+                    moved = store.apply_one(conn, record)
+            except errors as exc:
+                if not conn.in_transaction:  # the database gave up the whole transaction
+                    raise
+                report.refused[index] = f"not stored: {exc}"
+                continue
+            _count_change(report, record, index, moved)
+        return report
+
+    return write_batch(store, batch)
+
+
+def _count_change(report: ImportBatchReport, record: Record, index: int, moved: bool) -> None:
+    report.changed[index] = moved
+    if moved:
+        report.changed_skus.add(record.sku)
+        if not isinstance(record, COUNTS):
+            report.restated_skus.add(record.sku)
+
+
 class RowRefusedError(Exception):
     """A row the database refused in a batch run without savepoints: the batch runs again
     with one savepoint per row, so that row alone fails."""
 
 
 def write_batch(store: MarketStore, work: Callable[[Connection, bool], T]) -> T:
-    """The one way a batch is written (events here, import lines in ingest/importer.py):
+    """The one way a batch is written (events, and an import's lines):
     `work(conn, False)` in one transaction, without savepoints; when it raises
     `RowRefusedError`, `work(conn, True)` in a new one, each row under its own savepoint."""
     try:

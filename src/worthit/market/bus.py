@@ -5,7 +5,9 @@ bounded queue; one consumer task takes whatever has gathered (up to `batch_size`
 applies it through the one apply path in a single writer thread, so the event loop keeps
 answering while SQLite writes, and after each commit tells its subscribers which
 products' facts changed: the fact cache forgets them, the explanation generator queues
-them.
+them. An import's batches of lines (`import_batch`) take the same queue, thread and
+notice, one commit each, in turn with the events, so what subscribes sees imported rows
+as it sees events.
 
 Backpressure: `publish` waits for room, so a producer faster than the store slows to the
 store's pace and nothing is dropped; `submit` (an HTTP request, which must not hang)
@@ -23,8 +25,16 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from worthit.market.apply import BatchReport, EventResult, Outcome, apply_events
+from worthit.market.apply import (
+    BatchReport,
+    EventResult,
+    ImportBatchReport,
+    Outcome,
+    apply_events,
+    apply_import_batch,
+)
 from worthit.market.events import Event
+from worthit.market.records import Record
 from worthit.market.store import MarketStore
 from worthit.text.time import Clock, now_ms
 
@@ -63,6 +73,17 @@ class _Item:
     result: asyncio.Future[EventResult] | None
 
 
+@dataclass(frozen=True, slots=True)
+class _ImportBatch:
+    """An import's batch: applied on its own, being a commit already."""
+
+    records: Sequence[Record]
+    result: asyncio.Future[ImportBatchReport]
+
+
+_Queued = _Item | _ImportBatch
+
+
 class EventBus:
     def __init__(
         self,
@@ -76,7 +97,7 @@ class EventBus:
         self.batch_size = batch_size
         self.clock = clock
         self.stats = BusStats()
-        self._queue: asyncio.Queue[_Item] = asyncio.Queue(capacity)
+        self._queue: asyncio.Queue[_Queued] = asyncio.Queue(capacity)
         self._subscribers: list[Subscriber] = []
         self._restated: list[Subscriber] = []
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worthit-events")
@@ -143,6 +164,15 @@ class EventBus:
             ) from None
         return list(await asyncio.gather(*futures))
 
+    async def import_batch(self, records: Sequence[Record]) -> ImportBatchReport:
+        """Apply an import's batch of records (no event ids: upserts) after what is queued
+        before it, in one commit, and tell the subscribers what it changed; waits for room
+        like `publish`. Raises what `apply_import_batch` raises when the whole batch failed."""
+        self._check_open()
+        future: asyncio.Future[ImportBatchReport] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_ImportBatch(records, future))
+        return await future
+
     async def join(self) -> None:
         """Wait until every event published so far is applied."""
         await self._queue.join()
@@ -153,18 +183,47 @@ class EventBus:
 
     async def _consume(self) -> None:
         loop = asyncio.get_running_loop()
+        held: _ImportBatch | None = None
+        """An import's batch taken off the queue while gathering events: applied next."""
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self.batch_size and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            first = held if held is not None else await self._queue.get()
+            held = None
+            batch: list[_Queued] = [first]
+            if isinstance(first, _Item):
+                while len(batch) < self.batch_size and not self._queue.empty():
+                    item = self._queue.get_nowait()
+                    if isinstance(item, _ImportBatch):
+                        held = item
+                        break
+                    batch.append(item)
             try:
-                await self._apply(loop, batch)
+                if isinstance(first, _ImportBatch):
+                    await self._import(loop, first)
+                else:
+                    await self._apply(loop, [item for item in batch if isinstance(item, _Item)])
             except asyncio.CancelledError:
-                self._abandon(batch)
+                self._abandon([*batch, *([held] if held is not None else [])])
+                if held is not None:
+                    self._queue.task_done()
                 raise
             finally:
                 for _ in batch:
                     self._queue.task_done()
+
+    async def _import(self, loop: asyncio.AbstractEventLoop, item: _ImportBatch) -> None:
+        try:
+            report = await loop.run_in_executor(
+                self._writer, apply_import_batch, self.store, item.records
+            )
+        except Exception as exc:  # the whole batch failed: none of it was written
+            self.stats.failed_batches += 1
+            if not item.result.done():
+                item.result.set_exception(exc)
+            return
+        self.stats.batches += 1
+        if not item.result.done():
+            item.result.set_result(report)
+        self._notify_changes(report)
 
     async def _apply(self, loop: asyncio.AbstractEventLoop, batch: list[_Item]) -> None:
         events = [item.event for item in batch]
@@ -183,13 +242,16 @@ class EventBus:
         for item, result in zip(batch, report.results, strict=True):
             if item.result is not None and not item.result.done():
                 item.result.set_result(result)
+        self._notify_changes(report)
+
+    def _notify_changes(self, report: BatchReport | ImportBatchReport) -> None:
         if report.changed_skus:
             self._notify(self._subscribers, frozenset(report.changed_skus))
         if report.restated_skus:
             self._notify(self._restated, frozenset(report.restated_skus))
 
     @staticmethod
-    def _abandon(batch: list[_Item]) -> None:
+    def _abandon(batch: Sequence[_Queued]) -> None:
         """The bus stopped before these events' results were known: say so to who waits."""
         for item in batch:
             if item.result is not None and not item.result.done():

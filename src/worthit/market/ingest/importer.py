@@ -2,6 +2,8 @@
 
 Lines are validated one by one and written in batches, one transaction per batch,
 so a million-line file neither holds one giant transaction nor pays a commit per line.
+Each batch takes the write path every event takes (`EventBus.import_batch`, then
+`apply_import_batch`): in turn with the events, and its subscribers told what changed.
 A line the store rejects after validation passed is reported like any bad line and costs
 only itself, not its batch: that batch is written again with a savepoint per line (only
 then, as each costs two round trips on PostgreSQL).
@@ -15,6 +17,7 @@ A promotion's `starts` is not one of these: a promotion announced ahead is the n
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,8 +25,7 @@ from datetime import UTC, datetime, time
 
 from pydantic import ValidationError
 
-from worthit.db.connection import Connection
-from worthit.market.apply import RowRefusedError, write_batch
+from worthit.market.bus import EventBus
 from worthit.market.records import (
     RECORD_TYPES,
     PriceRecord,
@@ -37,9 +39,6 @@ from worthit.market.store import MarketStore
 from worthit.text.time import now_ms
 
 BATCH_LINES = 2000
-_LINE_ERRORS = (OverflowError, ValueError)  # UnknownSkuError too
-"""What one line can cause, with the database's row errors (`Errors.row`); a full disk or
-a lock (`Errors.unavailable`) stops the import."""
 FUTURE_SLACK_MS = 300_000
 """Five minutes ahead is a clock's drift, not a mistake (the webhooks' tolerance too)."""
 
@@ -99,7 +98,7 @@ def stamped_ms(record: Record) -> int | None:
     return None
 
 
-def import_lines(
+def run_import(
     store: MarketStore,
     lines: Iterable[str],
     progress: Callable[[int], None] | None = None,
@@ -107,9 +106,35 @@ def import_lines(
     reject_future: bool = False,
     now: int | None = None,
 ) -> ImportReport:
-    """Import JSONL lines; idempotent, so importing the same file twice changes nothing.
+    """`import_lines` through a bus of this call's own, started for it and stopped after:
+    for a process with no bus running (`worthit import`). A server on the same store sees
+    the rows by their revisions, as it sees another process's events."""
+
+    async def run() -> ImportReport:
+        bus = EventBus(store)
+        bus.start()
+        try:
+            return await import_lines(bus, lines, progress, reject_future=reject_future, now=now)
+        finally:
+            await bus.stop()
+
+    return asyncio.run(run())
+
+
+async def import_lines(
+    bus: EventBus,
+    lines: Iterable[str],
+    progress: Callable[[int], None] | None = None,
+    *,
+    reject_future: bool = False,
+    now: int | None = None,
+) -> ImportReport:
+    """Import JSONL lines into the bus's store (the bus started); idempotent, so importing
+    the same file twice changes nothing. A full disk or a lock (the store's
+    `errors.unavailable`) stops the import.
 
     `now` (epoch ms, default the clock) is what "in the future" is measured against."""
+    store = bus.store
     report = ImportReport()
     horizon = (now_ms() if now is None else now) + FUTURE_SLACK_MS
     batch: list[tuple[int, Record]] = []
@@ -141,49 +166,26 @@ def import_lines(
                 report.future.append(line_no)
             batch.append((line_no, parsed))
         if len(batch) >= BATCH_LINES:
-            _flush(store, batch, report)
+            await _flush(bus, batch, report)
             batch_products.clear()
             if progress:
                 progress(line_no)
-    _flush(store, batch, report)
+    await _flush(bus, batch, report)
     if progress:
         progress(report.lines)
     return report
 
 
-def _flush(store: MarketStore, batch: list[tuple[int, Record]], report: ImportReport) -> None:
+async def _flush(bus: EventBus, batch: list[tuple[int, Record]], report: ImportReport) -> None:
     if not batch:
         return
-    errors: tuple[type[Exception], ...] = (*store.errors.row, *_LINE_ERRORS)
-
-    def write(conn: Connection, guarded: bool) -> ImportReport:
-        """This batch's counts alone, so a run again after a deadlock counts once."""
-        part = ImportReport()
-        if not guarded:  # one pipelined round trip for the batch on PostgreSQL
-            try:
-                changed = store.apply_records(conn, [record for _, record in batch])
-            except errors as exc:
-                raise RowRefusedError from exc
-            part.written = sum(changed)
-            part.unchanged = len(changed) - part.written
-            return part
-        for line_no, record in batch:
-            try:
-                with store.savepoint():
-                    written = store.apply_one(conn, record)
-            except errors as exc:
-                if not conn.in_transaction:  # the database gave up the whole transaction
-                    raise
-                part.errors.append(LineError(line_no, "(line)", f"not stored: {exc}"))
-                continue
-            if written:
-                part.written += 1
-            else:
-                part.unchanged += 1
-        return part
-
-    part = write_batch(store, write)
-    report.written += part.written
-    report.unchanged += part.unchanged
-    report.errors.extend(part.errors)
+    part = await bus.import_batch([record for _, record in batch])
+    for index, (line_no, _) in enumerate(batch):
+        refused = part.refused.get(index)
+        if refused is not None:
+            report.errors.append(LineError(line_no, "(line)", refused))
+        elif part.changed[index]:
+            report.written += 1
+        else:
+            report.unchanged += 1
     batch.clear()
