@@ -197,6 +197,9 @@ def _variants(
         yield "stale", _stale(sheet, age_ms), None
     elif draw < 0.62 and sheet.current_price is not None and sheet.list_price is not None:
         yield "unusable_price", replace(sheet, list_price=0.0), None
+    elif draw < 0.65 and sheet.current_price is not None:
+        age_days = rng.choice((4, 9, 31, 100))
+        yield "stale_price", replace(sheet, price_age_days=age_days, price_stale=True), None
 
 
 def candidates(market: Market, workdir: Path) -> Iterator[Candidate]:
