@@ -83,8 +83,9 @@ def backtest_command(
         bool,
         typer.Option(
             "--forecast",
-            help="Also score the forecaster learned from the store's history: alone, with "
-            "the rules, with the Keepa rule (implies --anchors).",
+            help="Also score the forecaster learned from the store's history: with the rules "
+            "(what `worthit serve` answers) and alone (the Keepa rule where it has no model); "
+            "implies --anchors.",
         ),
     ] = False,
 ) -> None:

@@ -22,6 +22,7 @@ from worthit.cli.options import (
     shown,
 )
 from worthit.cli.progress import stderr
+from worthit.decide.forecast_advice import DEFAULT_REFIT_S
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV
 from worthit.explain.store import DEFAULT_CAPACITY
@@ -172,6 +173,15 @@ def serve_command(
         ),
     ] = None,
     stale_price_days: StalePriceOption = DEFAULT_STALE_PRICE_DAYS,
+    forecast_refit_s: Annotated[
+        float,
+        typer.Option(
+            "--forecast-refit-s",
+            min=0,
+            help="Fit the store's forecaster from its own history at start and again this "
+            "often (seconds), in a process of its own; 0: the verdict rules alone.",
+        ),
+    ] = DEFAULT_REFIT_S,
     freshness: Annotated[
         bool | None,
         typer.Option(
@@ -281,6 +291,7 @@ def serve_command(
         if freshness is not None
         else rate > 0 or redis is not None or bool(feeds),
         stale_price_days=stale_price_days,
+        forecast_refit_s=forecast_refit_s,
         redis_url=redis,
         redis_stream=redis_stream,
         feeds=feeds,

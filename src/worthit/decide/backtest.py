@@ -29,6 +29,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from worthit.decide.as_of import end_of_day_ms
+from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastPolicy
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
 from worthit.facts.builder import FactsBuilder, ProductHistory, effective_price_at
@@ -127,14 +128,20 @@ class _Product:
     def __init__(self, builder: FactsBuilder, history: ProductHistory) -> None:
         self.builder = builder
         self.history = history
-        self._verdicts: dict[date, Verdict] = {}
+        self._verdicts: dict[tuple[date, bool], Verdict] = {}
         self._prices: dict[date, float | None] = {}
 
-    def verdict(self, day: date) -> Verdict:
-        cached = self._verdicts.get(day)
+    def verdict(
+        self, day: date, forecast: Forecast | None = None, policy: ForecastPolicy = DEFAULT_POLICY
+    ) -> Verdict:
+        """The verdict as of the end of `day`: the rules alone, or given that day's forecast
+        (one policy per replay, so the day and whether a forecast was given key it)."""
+        key = (day, forecast is not None)
+        cached = self._verdicts.get(key)
         if cached is None:
             sheet = self.builder.build_from(self.history, end_of_day_ms(day))
-            cached = self._verdicts[day] = decide_verdict(sheet)
+            verdict = decide_verdict(sheet, forecast=forecast, policy=policy)
+            cached = self._verdicts[key] = verdict
         return cached
 
     def price(self, day: date) -> float | None:

@@ -9,12 +9,14 @@ resolved against today's catalogue (product rows keep no history).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import lru_cache
 
 from worthit.decide.as_of import check_as_of, parse_as_of
 from worthit.decide.calibration import Calibrated, Calibration
+from worthit.decide.forecast_advice import ForecastSnapshot
 from worthit.decide.intent import Intent, IntentKind, parse_intent
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.resolve import ProductResolver, Resolution, ResolutionStatus
@@ -119,14 +121,17 @@ class Decider:
         live: bool = False,
         tier: SheetTier | None = None,
         stale_price_days: float = DEFAULT_STALE_PRICE_DAYS,
+        forecasts: Callable[[], ForecastSnapshot | None] | None = None,
     ) -> Decider:
         """The decider over `store` as of `clock`: its fact cache (`live`: the store is fed
         by events, so old data counts against an answer; `tier`: the sheets shared with
-        other processes; `stale_price_days`: how old a last price may be) and its product
-        resolver."""
+        other processes; `stale_price_days`: how old a last price may be), its product
+        resolver and its verdicts (`forecasts`: the store's latest forecasts, read by each
+        verdict)."""
         builder = FactsBuilder(store, clock, stale_price_days=stale_price_days)
         facts = FactsCache(builder, fed_by_events=live, tier=tier)
-        return cls(facts, ProductResolver(store), calibration)
+        verdicts = VerdictCache(forecasts=forecasts)
+        return cls(facts, ProductResolver(store), calibration, verdicts)
 
     @property
     def store(self) -> MarketStore:

@@ -1,7 +1,9 @@
 """A price-drop forecaster learned from the store's own history.
 
 For a product on day d it gives P(the price one unit costs falls by at least `drop`
-within `horizon` days) and the expected lowest price over those days, from the features
+within `horizon` days), the expected lowest price over those days, and what a shopper who
+waits for a deal is expected to pay (`ForecastPolicy` turns that into BUY or WAIT), from
+the features
 of `forecast_features` (the product's price against its recent lows and averages, time
 since its last drop, the drops and intervals it has shown, its category's and its shop's
 drops, the shop's drops a year earlier on the same days, stock, how new it is).
@@ -36,7 +38,9 @@ from sklearn.ensemble import (  # type: ignore[import-untyped]
 )
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
+from worthit.decide.forecast_advice import Forecast
 from worthit.decide.forecast_features import (
+    DEAL_SHARE,
     FEATURES,
     Calendar,
     ProductFeatures,
@@ -54,9 +58,16 @@ REFIT_EVERY = 28
 MIN_ROWS = 300
 MIN_CLASS = 25
 """An origin needs this many matured rows, and this many of each outcome, for a model."""
+MAX_WAIT_WORSE = 0.10
+"""The forecaster improves on the deal rule (`ForecastPolicy`): where the rule's waits
+left more than this share of the store's matured moments dearer than buying at once (a
+noisy price, no regular level to fall from), an origin fits no model and the rules
+answer. Twice the worse-off share issue 27 allows, so that a shop near it keeps the
+forecaster and one whose prices wander does not."""
 MIN_AGE_DAYS = 14
 """A product younger than this (days since its first price) is left to the rules."""
 FEATURE_AGE = FEATURES.index("age_days")
+FEATURE_AVG90 = FEATURES.index("r_avg90")
 MAX_TRAIN_ROWS = 15_000
 """Rows drawn (in proportion to price, with a fixed seed) from the matured ones, to keep
 each fit short: 165 products × 2.5 years replay in under a minute of CPU."""
@@ -85,33 +96,6 @@ class RollingOrigins:
 
     def origins(self, last_day: int) -> list[int]:
         return list(range(self.start, last_day + 1, self.every))
-
-
-@dataclass(frozen=True, slots=True)
-class Forecast:
-    """What the model says about one product on one day, with the history behind it."""
-
-    p_drop: float
-    """P(price falls ≥ drop within horizon)."""
-    expected_low: float
-    """Expected lowest price over the horizon (today's included)."""
-    expected_wait_price: float
-    """Expected price paid by waiting: on the first day of such a drop, or at the horizon."""
-    p_worse: float
-    """P(waiting so ends dearer than buying today)."""
-    price: float
-    drop: float
-    horizon: int
-    comparable_moments: int
-    comparable_drops: int
-    """Of the latest comparable moments of this product (same state: near its low, near
-    its high, or between; a week apart at least), how many saw such a drop."""
-    origin: date
-
-    @property
-    def expected_saving(self) -> float:
-        """The share of today's price that waiting is expected to save (negative: cost)."""
-        return 1 - self.expected_wait_price / self.price if self.price > 0 else 0.0
 
 
 def _model_args(seed: int) -> dict[str, Any]:
@@ -160,10 +144,14 @@ class StoreForecaster:
     horizon: int
     drop: float = DEFAULT_DROP
     refit_every: int = REFIT_EVERY
+    first_origin: int = 0
+    """No model before this day (the service fits one, on its last day: `latest`)."""
     products: dict[str, ProductFeatures] = field(default_factory=dict)
     predictions: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     origin_of: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     fits: int = 0
+    withheld: int = 0
+    """Origins with enough rows whose deal rule left too many dearer (`MAX_WAIT_WORSE`)."""
 
     @classmethod
     def build(
@@ -179,6 +167,19 @@ class StoreForecaster:
         calendar = Calendar(first, (last - first).days + 1)
         series = [product_series(h, calendar) for h in histories]
         forecaster = cls(calendar, horizon, drop, refit_every)
+        forecaster.fit(series)
+        return forecaster
+
+    @classmethod
+    def latest(
+        cls, histories: Iterable[ProductHistory], first: date, today: date, horizon: int
+    ) -> StoreForecaster:
+        """One model, fitted on every row matured by `today`, and its forecasts for today
+        alone: what the service reads until it fits again."""
+        calendar = Calendar(first, (today - first).days + 1)
+        series = [product_series(h, calendar) for h in histories]
+        last = calendar.days - 1
+        forecaster = cls(calendar, horizon, refit_every=max(1, last), first_origin=last)
         forecaster.fit(series)
         return forecaster
 
@@ -206,7 +207,9 @@ class StoreForecaster:
         days = np.tile(np.arange(cal.days, dtype=np.int64), len(skus))
         priced = ~np.isnan(x[:, 0])
         labelled = priced & ~np.isnan(targets).any(axis=1)
-        schedule = RollingOrigins(start=h + 1, every=self.refit_every, horizon=h)
+        schedule = RollingOrigins(
+            start=max(h + 1, self.first_origin), every=self.refit_every, horizon=h
+        )
         out = np.full((len(days), 4), np.nan)
         origin_all = np.full(len(days), -1, dtype=np.int64)
         for origin in schedule.origins(cal.days - 1):
@@ -237,6 +240,10 @@ class StoreForecaster:
             return None
         positives = int(targets[rows, 0].sum())
         if min(positives, len(rows) - positives) < MIN_CLASS:
+            return None
+        waited = x[rows, FEATURE_AVG90] > DEAL_SHARE
+        if np.mean(waited & (targets[rows, 2] > 1 + 1e-9)) > MAX_WAIT_WORSE:
+            self.withheld += 1
             return None
         # Rows drawn with probability in proportion to their price: the backtest scores
         # savings in money, so a dear product's mistakes should weigh more. Drawn, not
@@ -285,12 +292,14 @@ class StoreForecaster:
             return None
         price = float(features.price[i])
         moments, drops = (int(v) for v in features.comparable[i])
+        avg90 = price / float(features.x[i, FEATURE_AVG90])
         return Forecast(
             p_drop=round(p, 4),
             expected_low=round(price * low, 2),
             expected_wait_price=round(price * follow, 2),
             p_worse=round(worse, 4),
             price=price,
+            deal_price=DEAL_SHARE * avg90,
             drop=self.drop,
             horizon=self.horizon,
             comparable_moments=moments,

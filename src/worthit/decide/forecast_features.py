@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from worthit.decide.as_of import end_of_day_ms
@@ -38,6 +39,10 @@ FEATURES: tuple[str, ...] = (
 )  # fmt: skip
 """The columns of `ProductFeatures.x`, in order."""
 
+DEAL_SHARE = 0.95
+DEAL_WINDOW = 90
+"""A deal: a price at or below 0.95 × its 90-day average (Keepa's deltaPercent against the
+90-day average). The shopper who waits buys at the first one."""
 COMPARABLE_SPACING = 7
 """Comparable moments are at least a week apart, so one long sale is not counted daily."""
 COMPARABLE_KEPT = 10
@@ -104,17 +109,35 @@ def drop_starts(price: Array, drop: float) -> Array:
     return out
 
 
+def trailing_average(price: Array, window: int = DEAL_WINDOW) -> Array:
+    """The mean of each day's known prices over the `window` days ending on it (NaN when none)."""
+    padded = np.concatenate([np.full(window - 1, np.nan), price])
+    windows = sliding_window_view(padded, window)
+    known = ~np.isnan(windows)
+    counts = known.sum(axis=1)
+    sums = np.where(known, windows, 0.0).sum(axis=1)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def deals(price: Array) -> NDArray[np.bool_]:
+    """Whether each day's price is a deal: at or below `DEAL_SHARE` × its 90-day average."""
+    with np.errstate(invalid="ignore"):
+        return np.asarray(price <= DEAL_SHARE * trailing_average(price))
+
+
 def labels(price: Array, horizon: int, drop: float) -> tuple[Array, Array, Array]:
     """For each day i, from the prices of (i, i + horizon]:
 
     - fell: 1 when the price fell ≥ `drop` below day i's, else 0;
     - low: min(price[i … i + horizon]) / price[i];
-    - follow: what a shopper who waits pays, over price[i]: the price of the first day the
-      drop happened, or of day i + horizon (the last price seen) when it never did.
+    - follow: what a shopper who waits pays, over price[i]: the price of the first later
+      day that is a deal (`deals`), or of day i + horizon (the last price seen) when none
+      is before it. That is the shopper the policy sends away: it is the value of waiting.
 
     NaN where the window passes the data's end or day i has no price.
     """
     n = len(price)
+    deal = deals(price)
     fell = np.full(n, np.nan)
     low = np.full(n, np.nan)
     follow = np.full(n, np.nan)
@@ -130,7 +153,8 @@ def labels(price: Array, horizon: int, drop: float) -> tuple[Array, Array, Array
         hits = np.flatnonzero(known & (ahead <= now * (1 - drop)))
         fell[i] = float(len(hits) > 0)
         low[i] = min(float(seen.min()), now) / now
-        paid = ahead[hits[0]] if len(hits) else seen[-1]
+        bought = np.flatnonzero(known[:-1] & deal[i + 1 : i + horizon])
+        paid = ahead[bought[0]] if len(bought) else seen[-1]
         follow[i] = paid / now
     return fell, low, follow
 

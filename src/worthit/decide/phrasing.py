@@ -143,6 +143,21 @@ _EN: dict[str, str] = {
         "No {category} priced at or under {budget} today had sales or reviews in the last "
         "{days} days."
     ),
+    "forecast_wait": (
+        "Worth waiting for {deal_price} or less: its price dropped {drop_pct}% or more within "
+        "{horizon} days in {drops} of the last {moments} comparable moments; expected low "
+        "{expected_low}."
+    ),
+    "forecast_buy": (
+        "Waiting is unlikely to pay: its price dropped {drop_pct}% or more within {horizon} "
+        "days in {drops} of the last {moments} comparable moments, and waiting for "
+        "{deal_price} is expected to cost {cost_pct}%."
+    ),
+    "forecast_deal": (
+        "At {current} it is a deal here ({deal_price} or less), and its price dropped "
+        "{drop_pct}% or more further within {horizon} days in only {drops} of the last "
+        "{moments} comparable moments."
+    ),
 }
 
 _ZH: dict[str, str] = {
@@ -243,6 +258,18 @@ _ZH: dict[str, str] = {
     "top_rating": "第{rank}名 {title}：近{days}天{count}条评价，评分{value}/5。",
     "top_empty": "近{days}天没有{category}的销量或评价。",
     "top_empty_budget": "近{days}天没有当前价格不超过{budget}的{category}有销量或评价。",
+    "forecast_wait": (
+        "值得等到{deal_price}或更低：最近{moments}个可比时点中，有{drops}次价格在{horizon}天内"
+        "下降了{drop_pct}%以上；预计最低{expected_low}。"
+    ),
+    "forecast_buy": (
+        "等待不太可能更划算：最近{moments}个可比时点中，只有{drops}次价格在{horizon}天内"
+        "下降了{drop_pct}%以上，等到{deal_price}预计反而多花{cost_pct}%。"
+    ),
+    "forecast_deal": (
+        "当前价{current}已是优惠价（不高于{deal_price}），最近{moments}个可比时点中，"
+        "只有{drops}次价格在{horizon}天内又下降了{drop_pct}%以上。"
+    ),
 }
 
 
@@ -363,6 +390,19 @@ _JA: dict[str, str] = {
     "top_empty": "直近{days}日に売上やレビューのある{category}はありません。",
     "top_empty_budget": (
         "直近{days}日に売上やレビューのある、今日の価格が{budget}以下の{category}はありません。"
+    ),
+    "forecast_wait": (
+        "{deal_price}以下まで待つ価値があります：直近{moments}回の比較できる時点のうち{drops}回、"
+        "{horizon}日以内に価格が{drop_pct}%以上下がりました。予想最安値は{expected_low}です。"
+    ),
+    "forecast_buy": (
+        "待っても得になりにくいです：直近{moments}回の比較できる時点のうち、{horizon}日以内に"
+        "{drop_pct}%以上下がったのは{drops}回だけで、{deal_price}まで待つと{cost_pct}%高くつく"
+        "見込みです。"
+    ),
+    "forecast_deal": (
+        "現在の{current}はお得な価格（{deal_price}以下）で、直近{moments}回の比較できる時点のうち"
+        "{horizon}日以内にさらに{drop_pct}%以上下がったのは{drops}回だけです。"
     ),
 }
 

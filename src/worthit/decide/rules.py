@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastPolicy
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
@@ -79,7 +80,11 @@ _WEIGHTS: dict[str, float] = {
     "over_budget_at_low": 2.0,
     "quality_floor": 3.0,
     "rating_falling": 3.0,
+    "forecast_wait": 5.0,
+    "forecast_buy": 5.0,
+    "forecast_deal": 5.0,
 }
+"""A forecast's reason outweighs the price rules: it decides where it is given, so it leads."""
 
 
 class _Reasons:
@@ -721,9 +726,13 @@ def decide_verdict(
     language: str = "en",
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     budget: float | None = None,
+    forecast: Forecast | None = None,
+    policy: ForecastPolicy = DEFAULT_POLICY,
 ) -> Verdict:
-    """The verdict from facts alone (and the shopper's budget, when they gave one).
-    Pure: the same sheet and budget always give the same verdict."""
+    """The verdict from facts alone (and the shopper's budget, when they gave one), or
+    with the store's forecast for this product at today's price, which then decides BUY or
+    WAIT unless a reason outside the price history says wait or skip.
+    Pure: the same sheet, budget and forecast always give the same verdict."""
     t = thresholds
     r = _Reasons(sheet, language)
     _quality(r, t)
@@ -734,6 +743,8 @@ def decide_verdict(
         for rule in _PRICE_RULES:
             rule(r, t)
         _budget_at_low(r)
+        if forecast is not None and policy.applies(forecast):
+            _forecast(r, forecast, policy)
     stale = _freshness(r, t)
     kind, confidence = _choose(r.items, priced, sheet, t)
     if stale:
@@ -746,6 +757,48 @@ def decide_verdict(
         language=language,
         facts_version=sheet.version,
     )
+
+
+_HARD_WAITS = frozenset({"out_of_stock", "upcoming_sale", "over_budget"})
+"""Reasons to wait that rest on facts a price history cannot show: they stand whatever
+the forecast says."""
+_FORECASTS = frozenset({"forecast_wait", "forecast_buy", "forecast_deal"})
+
+
+def _forecast(r: _Reasons, forecast: Forecast, policy: ForecastPolicy) -> None:
+    """The forecast's advice as the reason that decides: what a WAIT waits for (the deal
+    price, how often the drop came from moments like this one, the expected low), or why
+    waiting is unlikely to pay. Not where another reason already says wait or skip for
+    what the history cannot show."""
+    if any(x.code in _HARD_WAITS or x.polarity is Polarity.SKIP for x in r.items):
+        return
+    waits = policy.waits(forecast)
+    moments, drops = forecast.comparable_moments, forecast.comparable_drops
+    numbers: dict[str, float | int | str] = {
+        "current": forecast.price,
+        "deal_price": round(forecast.deal_price, 2),
+        "expected_low": round(forecast.expected_low, 2),
+        "drop_pct": round(100 * forecast.drop, 1),
+        "horizon": forecast.horizon,
+        "moments": moments,
+        "drops": drops,
+        "p_drop": forecast.p_drop,
+        "confidence": round(0.5 + 0.4 * (drops if waits else moments - drops) / moments, 2),
+    }
+    shown: dict[str, object] = {
+        "current": r.money(forecast.price),
+        "deal_price": r.money(forecast.deal_price),
+        "expected_low": r.money(forecast.expected_low),
+        "drop_pct": number(100 * forecast.drop),
+    }
+    if waits:
+        r.add("forecast_wait", Polarity.WAIT, numbers, shown)
+    elif forecast.is_deal:
+        r.add("forecast_deal", Polarity.BUY, numbers, shown)
+    else:
+        cost = round(-100 * forecast.expected_saving, 1)
+        r.add("forecast_buy", Polarity.BUY, numbers | {"cost_pct": cost},
+              shown | {"cost_pct": number(cost)})  # fmt: skip
 
 
 def _score(reasons: list[Reason], polarity: Polarity) -> float:
@@ -765,8 +818,12 @@ def _choose(
     wait = _score(reasons, Polarity.WAIT)
     codes = {x.code for x in reasons}
     history = 0.8 + 0.2 * min(1.0, sheet.days_tracked / 90)
-    if codes & {"out_of_stock", "upcoming_sale", "over_budget"}:
+    if codes & _HARD_WAITS:
         return VerdictKind.WAIT, _clamp((0.6 + 0.08 * wait) * history)
+    forecast = next((x for x in reasons if x.code in _FORECASTS), None)
+    if forecast is not None:
+        kind = VerdictKind.WAIT if forecast.polarity is Polarity.WAIT else VerdictKind.BUY
+        return kind, _clamp(float(forecast.numbers["confidence"]) * history)
     if buy > wait:
         return VerdictKind.BUY, _clamp((0.5 + 0.1 * (buy - wait)) * history)
     if wait > buy:

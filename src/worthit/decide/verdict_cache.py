@@ -23,7 +23,9 @@ afresh every time and never kept. Within the objective, age changes nothing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
+from worthit.decide.forecast_advice import Forecast, ForecastSnapshot
 from worthit.decide.rules import (
     DEFAULT_THRESHOLDS,
     Thresholds,
@@ -37,16 +39,22 @@ from worthit.text.lru import LRU
 DEFAULT_CAPACITY = 8192
 """Verdicts kept: a few per product (two languages, the budgets shoppers name)."""
 
-_Key = tuple[str, str, str, float | None]
-"""Sku, version, language, budget; the entry holds the `as_of` it was decided at."""
+_Key = tuple[str, str, str, float | None, Forecast | None]
+"""Sku, version, language, budget, the store's forecast; the entry holds the `as_of` it
+was decided at."""
 
 
 class VerdictCache:
     def __init__(
-        self, capacity: int = DEFAULT_CAPACITY, thresholds: Thresholds = DEFAULT_THRESHOLDS
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        forecasts: Callable[[], ForecastSnapshot | None] | None = None,
     ) -> None:
         self.capacity = capacity
         self.thresholds = thresholds
+        self.forecasts = forecasts
+        """The store's latest forecasts (decide/forecast_refit.py); None: the rules alone."""
         self._entries: LRU[_Key, tuple[str, Verdict]] = LRU(capacity)
         self._lock = threading.Lock()
         self.hits = 0
@@ -55,12 +63,14 @@ class VerdictCache:
         """Verdicts on live data past its objective: their text names the age."""
 
     def verdict(self, sheet: FactSheet, language: str, budget: float | None = None) -> Verdict:
-        """What `decide_verdict(sheet, language, budget=budget)` returns, once per key."""
+        """What `decide_verdict(sheet, language, budget=budget, forecast=…)` returns, once
+        per key, with the store's forecast for the sheet's product at its price, if any."""
+        forecast = self._forecast(sheet)
         if not self._ageless(sheet):
             with self._lock:
                 self.uncacheable += 1
-            return decide_verdict(sheet, language, self.thresholds, budget)
-        key = (sheet.sku, sheet.version, language, budget)
+            return decide_verdict(sheet, language, self.thresholds, budget, forecast)
+        key = (sheet.sku, sheet.version, language, budget, forecast)
         with self._lock:
             cached = self._entries.peek(key)
             if cached is not None and cached[0] == sheet.as_of:
@@ -68,12 +78,19 @@ class VerdictCache:
                 self.hits += 1
                 return cached[1]
             self.misses += 1
-        verdict = decide_verdict(sheet, language, self.thresholds, budget)
+        verdict = decide_verdict(sheet, language, self.thresholds, budget, forecast)
         if cached is not None and cached[1] == verdict:
             verdict = cached[1]
         with self._lock:
             self._entries.put(key, (sheet.as_of, verdict))
         return verdict
+
+    def _forecast(self, sheet: FactSheet) -> Forecast | None:
+        snapshot = None if self.forecasts is None else self.forecasts()
+        if snapshot is None:
+            return None
+        price = sheet.effective_price if sheet.effective_price is not None else sheet.current_price
+        return snapshot.forecast(sheet.sku, price, sheet.as_of)
 
     def _ageless(self, sheet: FactSheet) -> bool:
         """Whether the data's age leaves the verdict alone (the rules' own test)."""

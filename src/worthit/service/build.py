@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from worthit.answer.metrics import AnswerMetrics
 from worthit.audit import AuditLog, AuditPaths
 from worthit.decide.calibration import Calibration
 from worthit.decide.decider import Decider
+from worthit.decide.forecast_advice import ForecastSnapshot
 from worthit.engine.backend import EngineBackend
 from worthit.explain.store import ExplanationStore, SqliteExplanationStore
 from worthit.explain.store_key import model_identity
@@ -38,6 +41,7 @@ from worthit.text.time import Clock, now_ms
 from worthit.watches.deliver import WatchService
 
 if TYPE_CHECKING:  # feeds, Redis Streams, the live feed: a server's, not `ask`'s, imports
+    from worthit.decide.forecast_refit import StoreForecasts
     from worthit.service.event_service import EventService
 
 log = logging.getLogger(__name__)
@@ -58,6 +62,8 @@ class Service:
     """The event bus and what feeds it: the live simulator, Redis, feeds, webhooks."""
     generator: ExplanationGenerator | None
     """Writes explanations in the engine's idle time (None: off in the settings)."""
+    forecasts: StoreForecasts | None = None
+    """The store's forecaster, refitted in the background (None: off in the settings)."""
 
     @property
     def facts(self) -> FactsCache:
@@ -84,9 +90,10 @@ def build_answerer(
     live: bool = False,
     tier: SheetTier | None = None,
     stale_price_days: float = DEFAULT_STALE_PRICE_DAYS,
+    forecasts: Callable[[], ForecastSnapshot | None] | None = None,
 ) -> Answerer:
-    """The answer flow over `store`: its decider (fact cache, resolver, calibration), then
-    the answerer handed it."""
+    """The answer flow over `store`: its decider (fact cache, resolver, calibration, the
+    store's latest forecasts), then the answerer handed it."""
     decider = Decider.for_store(
         store,
         clock,
@@ -94,6 +101,7 @@ def build_answerer(
         live=live,
         tier=tier,
         stale_price_days=stale_price_days,
+        forecasts=forecasts,
     )
     return Answerer(decider, engine, explanations=explanations, model=model, audit=audit)
 
@@ -129,6 +137,17 @@ async def open_service(
             origin=settings.audit_origin,
         )
     calibration = Calibration.open(settings.db_path)
+    forecasts = None
+    if settings.forecast_refit_s > 0:
+        from worthit.decide.forecast_refit import StoreForecasts
+
+        forecasts = StoreForecasts(
+            store.path,
+            # spawned: a forked child of a threaded server can inherit a held lock
+            ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")),
+            clock=settings.clock,
+            every_s=settings.forecast_refit_s,
+        )
     answerer = build_answerer(
         store,
         engine,
@@ -140,6 +159,7 @@ async def open_service(
         live=settings.freshness,
         tier=shared.fact_tier(),
         stale_price_days=settings.stale_price_days,
+        forecasts=None if forecasts is None else forecasts.latest,
     )
     from worthit.service.event_service import start_events
 
@@ -153,6 +173,7 @@ async def open_service(
     refresher = None
     if settings.refresh_share > 0:
         refresher = asyncio.create_task(refresh_facts(answerer, settings.refresh_share))
+    refitter = None if forecasts is None else asyncio.create_task(forecasts.run())
     generator = None
     background: asyncio.Task[object] | None = None
     if settings.background:
@@ -168,15 +189,18 @@ async def open_service(
             answerer,
             events,
             generator,
+            forecasts,
         )
     finally:
         await events.stop()
         await shared.stop()
-        for task in (background, refresher):
+        for task in (background, refresher, refitter):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if forecasts is not None:
+            forecasts.executor.shutdown(wait=False, cancel_futures=True)
         explanations.close()
         calibration.close()
         if audit is not None:

@@ -63,6 +63,10 @@ class ServiceSettings:
     stale_price_days: float = DEFAULT_STALE_PRICE_DAYS
     """A product whose last price is older than this gets no price verdict: its sheet
     says the price is stale, and the verdict is INSUFFICIENT_DATA (`stale_price`)."""
+    forecast_refit_s: float = 0.0
+    """Fit the store's forecaster from its own history at start and again this often, in
+    a process of its own; verdicts read the latest fit (decide/forecast_refit.py). 0: the
+    rules alone (`worthit serve` fits every `DEFAULT_REFIT_S` unless told otherwise)."""
     audit: bool = True
     """Append every answer to the audit log beside the market (`<market>.audit.db`)."""
     audit_policy: CheckpointPolicy = field(default_factory=CheckpointPolicy)
