@@ -22,10 +22,9 @@ from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, VerdictKind
 from worthit.decide.verdict_cache import VerdictCache
 from worthit.facts.builder import FactsBuilder
+from worthit.market.ingest.importer import run_import
 from worthit.market.store import MarketStore
 from worthit.text.time import fixed_clock
-
-from conftest import import_jsonl
 
 FORECASTS = {"forecast_wait", "forecast_buy", "forecast_deal"}
 
@@ -153,7 +152,7 @@ def test_the_service_fits_the_store_off_the_request_path_and_the_verdict_reads_i
 ) -> None:
     path = tmp_path / "market.db"
     store = MarketStore(path)
-    import_jsonl(store, _lines())
+    run_import(store, _lines())
     now = int(datetime.combine(END, datetime.min.time(), UTC).timestamp() * 1000) + 18 * 3600_000
     with ThreadPoolExecutor(1) as executor:
         forecasts = StoreForecasts(str(path), executor, clock=fixed_clock(now), every_s=60)
