@@ -1,12 +1,17 @@
 """Teaching the step-time model this machine's speed: once at start, and again when
 idle after it can only have learnt from large steps.
 
-At start a 64-token prefill and a 1-token decode on the real context seed the model's
-overhead and per-token cost, so that the first admissions decide from measurements, not
-priors. Later, a run of same-sized prefill chunks (prefix warming, or nothing but
-refused traffic) cannot separate the two coefficients (latency.py): a bench run found
-the model stuck with a stale overhead and every request refused at 2 requests/s. So
-after large steps only, the first idle gap of ``IDLE_PROBE_S`` times two one-token
+At start a 64-token prefill and a 1-token decode on the real context set the model's
+overhead and per-token cost: the line through those two steps replaces the priors, so the
+first admissions decide from this machine's speed. Taught in at the model's EWMA weight
+instead, the measurements would move the priors a fifth of the way, and a fresh engine on
+a machine faster than the priors would price its first requests near twice their cost and
+refuse most of what it can serve.
+
+Later, a run of same-sized prefill chunks (prefix warming, or nothing but refused
+traffic) cannot separate the two coefficients (latency.py): a bench run found the model
+stuck with a stale overhead and every request refused at 2 requests/s. So after large
+steps only, the first idle gap of ``IDLE_PROBE_S`` times two one-token
 steps (~20 ms), which pulls the overhead back.
 
 A model measured too slow refuses every interactive request, and refused requests teach it
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
@@ -61,22 +67,26 @@ class Calibration:
         model: StepTimeModel,
         blocks: BlockManager,
         background_model: StepTimeModel | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """`clock` times the probe steps (seconds; a test's machine may keep its own)."""
         self.config = config
         self.runner = runner
         self.model = model
         self.background_model = background_model or model
         self.blocks = blocks
+        self.clock = clock
         self.seq_id = config.num_seq_ids - 1
         self.calibrations = 0
         self._calibrated_at = -float("inf")
         self._refused_at_calibration = 0
         self._recalibrate_after_s = RECALIBRATE_EVERY_S
 
-    def calibrate(self, refused: int = 0, replace: bool = False) -> None:
-        """Seed the models from a 64-token and a 1-token step. `replace`: set them to
-        those two steps' line instead of teaching them (a re-calibration of a model that
-        refused). `refused`: the admission's refusals for time so far."""
+    def calibrate(self, refused: int = 0) -> None:
+        """Set the models to the line through a 64-token and a 1-token step timed on each
+        model's threads: at start, where the models hold only priors, and for a model that
+        refused, which blending would leave wrong for many more steps. `refused`: the
+        admission's refusals for time so far."""
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
         end = len(tokens)
@@ -85,9 +95,8 @@ class Calibration:
         if self.background_model is not self.model:
             models.insert(0, self.background_model)
         for model in models:
-            timed = self._time_steps("calibration", runs, model, teach=not replace)
-            if replace:
-                model.remeasure(timed[1], timed[0])
+            timed = self._time_steps("calibration", runs, model, teach=False)
+            model.remeasure(timed[1], timed[0])
         self._calibrated_at = time.monotonic()
         self._refused_at_calibration = refused
         self.calibrations += 1
@@ -107,7 +116,7 @@ class Calibration:
         if not self.blocks.is_free(self.seq_id) or self.blocks.free_blocks < needed:
             return
         estimate = self.model.predict(1)
-        self.calibrate(refused, replace=True)
+        self.calibrate(refused)
         measured = self.model.predict(1)
         right = 0.5 <= measured / max(estimate, 1e-9) <= 2.0
         self._recalibrate_after_s = (
@@ -148,10 +157,10 @@ class Calibration:
         timed = []
         for i, (start, chunk) in enumerate(runs):
             self.runner.truncate(self.seq_id, start)
-            t0 = time.perf_counter()
+            t0 = self.clock()
             self.runner.step([Chunk(probe, self.seq_id, start, list(chunk), sample=False)], {})
             if i % 2:
-                seconds = time.perf_counter() - t0
+                seconds = self.clock() - t0
                 timed.append((len(chunk), seconds))
                 if teach:
                     model.observe(len(chunk), seconds, len(chunk) == 1)
