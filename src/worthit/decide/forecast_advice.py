@@ -66,7 +66,7 @@ class ForecastPolicy:
     """
 
     max_cost: float = 0.02
-    min_comparable: int = 3
+    min_comparable: int = 1
     """A forecast's reason names the product's own comparable moments; with fewer behind
     it, the rules decide alone."""
 
