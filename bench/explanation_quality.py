@@ -306,8 +306,10 @@ def main() -> None:
         )
         figures = report(scored, title)
         if args.gold:
+            started = time.perf_counter()
             gold = [score(r, str(r["target"])) for r in records]
-            report(gold, "the gold targets of the same inputs")
+            per_check_ms = (time.perf_counter() - started) * 1000 / max(1, len(gold))
+            report(gold, f"the gold targets of the same inputs ({per_check_ms:.2f} ms a check)")
     if args.out:
         write_out(scored, args.out)
         args.out.with_suffix(".partial.jsonl").unlink(missing_ok=True)

@@ -4,7 +4,6 @@ and accepts every gold explanation the team wrote."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -626,13 +625,3 @@ def test_inputs_of_a_verdict_match_what_the_model_reads() -> None:
     assert inputs.language == "zh" and inputs.verdict is VerdictKind.WAIT
     assert [r.code for r in inputs.reasons] == ["over_budget", "low_stock"]
     assert inputs.label == "建议再等等"
-
-
-def test_the_checker_is_fast() -> None:
-    rows = _gold("heldout.jsonl")
-    pairs = [(str(row["target"]), CheckInputs.from_record(row)) for row in rows]
-    start = time.perf_counter()
-    for text, inputs in pairs:
-        check_explanation(text, inputs)
-    per_check_ms = (time.perf_counter() - start) * 1000 / len(pairs)
-    assert per_check_ms < 5, f"{per_check_ms:.2f} ms a check"
