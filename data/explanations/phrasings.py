@@ -212,6 +212,23 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "the last price we have is from {last_price_at}, {age} old, too old to judge "
             "today's price by",
         ),
+        "forecast_wait": (
+            "it is worth waiting for {deal_price} or less: its price dropped {drop_pct}% or more "
+            "within {horizon} days in {drops} of the last {moments} comparable moments",
+            "its price dropped {drop_pct}% or more within {horizon} days in {drops} of the last "
+            "{moments} comparable moments, and the expected low is {expected_low}",
+        ),
+        "forecast_buy": (
+            "waiting is unlikely to pay: its price dropped {drop_pct}% or more within {horizon} "
+            "days in only {drops} of the last {moments} comparable moments",
+            "waiting for {deal_price} is expected to cost {cost_pct}%: its price dropped "
+            "{drop_pct}% or more in only {drops} of the last {moments} comparable moments",
+        ),
+        "forecast_deal": (
+            "at {current} it is a deal here, {deal_price} or less",
+            "{current} is a deal here ({deal_price} or less), and its price dropped further in "
+            "only {drops} of the last {moments} comparable moments",
+        ),
     },
     "zh": {
         "near_all_time_low": (
@@ -355,6 +372,18 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "我们最新的价格记录是{age}前的（{last_price_at}），太旧了，无法据此判断现在的价格",
             "最新的价格记录是{last_price_at}的，已是{age}前，太旧了，无法判断现在的价格",
         ),
+        "forecast_wait": (
+            "值得等到{deal_price}或更低：最近{moments}个可比时点中，有{drops}次价格在{horizon}天内"
+            "下降了{drop_pct}%以上",
+            "最近{moments}个可比时点中，有{drops}次价格在{horizon}天内下降了{drop_pct}%以上，"
+            "预计最低{expected_low}",
+        ),
+        "forecast_buy": (
+            "等待不太可能更划算：最近{moments}个可比时点中，只有{drops}次价格在{horizon}天内"
+            "下降了{drop_pct}%以上",
+            "等到{deal_price}预计反而多花{cost_pct}%",
+        ),
+        "forecast_deal": ("当前价{current}已是优惠价（不高于{deal_price}）",),
     },
 }
 
@@ -574,6 +603,18 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Ask again once more prices are in.",
         ),
         "INSUFFICIENT_DATA": ("Check back in a few days.",),
+        "WAIT:forecast_wait": (
+            "I can watch the price and alert you when it drops to {deal_price}.",
+            "Hold off for now; I can alert you when it comes down to {deal_price}.",
+        ),
+        "BUY:forecast_buy": (
+            "Buying now makes sense.",
+            "If you need it, buy it now.",
+        ),
+        "BUY:forecast_deal": (
+            "It is a good time to buy.",
+            "Now is a good moment to buy it.",
+        ),
     },
     "zh": {
         "BUY": (
@@ -670,5 +711,8 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "过几天再来看看吧。",
         ),
         "INSUFFICIENT_DATA": ("过几天再来看看吧。",),
+        "WAIT:forecast_wait": ("等到{deal_price}或更低再买，我可以帮你盯着价格。",),
+        "BUY:forecast_buy": ("需要的话现在就可以买。",),
+        "BUY:forecast_deal": ("现在入手正合适。",),
     },
 }

@@ -155,7 +155,15 @@ def reason_slots(code: str, text: str, language: str) -> dict[str, str] | None:
 
 _DEFAULT_POLARITY: dict[str, Polarity] = {
     **dict.fromkeys(
-        ("near_all_time_low", "at_all_time_low", "below_90d_avg", "low_percentile", "well_rated"),
+        (
+            "near_all_time_low",
+            "at_all_time_low",
+            "below_90d_avg",
+            "low_percentile",
+            "well_rated",
+            "forecast_buy",
+            "forecast_deal",
+        ),
         Polarity.BUY,
     ),
     **dict.fromkeys(
@@ -169,6 +177,7 @@ _DEFAULT_POLARITY: dict[str, Polarity] = {
             "over_budget",
             "was_price_untrusted",
             "pre_sale_hike",
+            "forecast_wait",
         ),
         Polarity.WAIT,
     ),
@@ -317,6 +326,9 @@ _KEY_SLOTS: dict[str, tuple[str, ...]] = {
     "well_rated": ("rating",),
     "over_budget": ("budget", "current"),
     "over_budget_at_low": ("budget", "current", "low"),
+    "forecast_wait": ("deal_price", "expected_low"),
+    "forecast_buy": ("cost_pct", "deal_price"),
+    "forecast_deal": ("current", "deal_price"),
     "low_stock": ("quantity",),
     "few_observations": ("observations", "min_observations"),
     "stale_price": ("age", "last_price_at"),
@@ -514,7 +526,7 @@ _DROPPED = _Cue(
         r"|\bdropped in price\b|降价了|价格下降|价格下跌|价格降了|跌了"
         r"|値下がりし|下がりました|下がった"
     ),
-    frozenset({"price_falling"}),
+    frozenset({"price_falling", "forecast_wait"}),
 )
 _BUY_NOW = _Cue(
     "buy_now",
@@ -530,6 +542,7 @@ _WAIT = _Cue(
         r"\b(wait|waiting|hold off|later|not yet)\b"
         r"|再等|等等|等到|等价格|观望|先别|别急|晚点|以后再|待った方|待つ|待って|待ち|見送|様子を見"
     ),
+    frozenset({"forecast_buy"}),
 )
 _WHEN_LOWER = _Cue(
     "when_lower",
