@@ -77,13 +77,20 @@ def histories(draw: st.DrawFn) -> list[Record]:
     promos = draw(
         st.dictionaries(
             st.tuples(st.sampled_from(["Spring", "Summer", "Flash"]), hours),
-            st.tuples(st.integers(1, 24 * 10), money),
+            st.tuples(st.integers(1, 24 * 10), money, st.none() | st.integers(-24 * 60, 24)),
             max_size=6,
         )
     )
     records += [
-        PromotionRecord(sku="P1", name=name, starts=at(h), ends=at(h + length), price=price)
-        for (name, h), (length, price) in promos.items()
+        PromotionRecord(
+            sku="P1",
+            name=name,
+            starts=at(h),
+            ends=at(h + length),
+            price=price,
+            announced_at=None if ahead is None else at(h + min(ahead, length - 1)),
+        )
+        for (name, h), (length, price, ahead) in promos.items()
     ]
     sales = draw(st.dictionaries(st.integers(0, 200), st.integers(0, 9), max_size=30))
     records += [
@@ -98,6 +105,8 @@ def stamped_by(record: Record, cut: int) -> bool:
     if isinstance(record, ProductRecord):
         return True
     if isinstance(record, PromotionRecord):
+        if record.announced_ms is not None:
+            return record.announced_ms <= cut
         return record.starts_ms <= cut + PROMOTION_NOTICE_DAYS * DAY_MS
     if isinstance(record, SalesRecord):
         return record.date <= from_ms(cut).date()
@@ -174,6 +183,45 @@ def test_a_promotion_shows_from_its_notice_on(tmp_path: Path) -> None:
     assert before.upcoming_promotions == ()
     assert [p.name for p in known.upcoming_promotions] == ["Sale"]
     assert known.upcoming_promotions[0].days_until_start == PROMOTION_NOTICE_DAYS
+
+
+def test_a_promotion_announced_later_is_invisible_before(tmp_path: Path) -> None:
+    """Announced 10 days before it starts: as of 20 days before, inside the notice a row
+    without its announcement is given, no sheet knows of it, cut from the store or from
+    the history the backtest reads; from its announcement on, every sheet does."""
+    store = MarketStore(tmp_path / "m.db")
+    start = BASE + timedelta(days=60)
+    announced = start - timedelta(days=10)
+    prices = [PriceRecord(sku="P1", ts=at(24 * day), price=100.0) for day in range(60)]
+    store.apply(
+        [
+            ProductRecord(sku="P1", title="P", brand="B", category="headphones"),
+            *prices,
+            PromotionRecord(
+                sku="P1",
+                name="Sale",
+                starts=start,
+                ends=start + timedelta(days=3),
+                price=80.0,
+                announced_at=announced,
+            ),
+        ]
+    )
+    builder = FactsBuilder(store)
+    history = builder.history("P1")
+    assert history is not None
+    for moment, known in (
+        (start - timedelta(days=20), False),
+        (announced - timedelta(milliseconds=1), False),
+        (announced, True),
+        (start + timedelta(days=1), True),
+    ):
+        sheet = builder.build("P1", at_ms=to_ms(moment))
+        assert sheet is not None and builder.build_from(history, to_ms(moment)) == sheet
+        names = [p.name for p in sheet.upcoming_promotions + sheet.active_promotions]
+        assert names == (["Sale"] if known else []), moment
+        claimed = sheet.discount_claim is not None and sheet.discount_claim.name == "Sale"
+        assert claimed is known
 
 
 @pytest.fixture

@@ -399,3 +399,41 @@ def test_a_price_event_is_a_price_record() -> None:
     from worthit.market.records import PriceRecord
 
     assert issubclass(PriceEvent, PriceRecord)
+
+
+# -- when a promotion was announced -------------------------------------------------------
+
+SALE = {"type": "promotion", "event_id": "sale-1", "source": "test", "sku": "A",
+        "name": "Spring Sale", "starts": "2026-03-20T00:00:00Z",
+        "ends": "2026-03-23T00:00:00Z", "price": 80.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "announced",
+    ["soon", "2026-03-23T00:00:00Z", "2026-03-24", "9999-12-31T23:59:59-05:00", [1]],
+)
+def test_a_bad_announcement_is_named_by_its_field(announced: object) -> None:
+    """Not a time, or not before the offer ends."""
+    parsed = parse_event(SALE | {"announced_at": announced}, index=3)
+    assert isinstance(parsed, EventError)
+    assert (parsed.index, parsed.field) == (3, "announced_at")
+
+
+def test_a_promotion_without_its_announcement_was_announced_when_received(
+    store: MarketStore,
+) -> None:
+    """The event's arrival (the bus's clock) is when worthit learnt of the offer; one that
+    says when it was announced keeps that; a redelivery later changes nothing."""
+    told = parse_event(SALE | {"event_id": "sale-2", "name": "Told",
+                               "announced_at": "2026-02-01T08:00:00+08:00"})  # fmt: skip
+    assert not isinstance(told, EventError)
+    silent = parse_event(SALE)
+    assert not isinstance(silent, EventError) and silent.announced_at is None
+    apply_events(store, [product(), silent, told], clock=fixed_clock(NOW))
+    announced = {p.name: p.announced_ms for p in store.promotions("A")}
+    assert announced == {"Spring Sale": NOW, "Told": to_ms(datetime(2026, 2, 1))}
+    resent = parse_event(SALE | {"event_id": "sale-3"})
+    assert not isinstance(resent, EventError)
+    again = apply_events(store, [resent], clock=fixed_clock(NOW + 86_400_000))
+    assert [r.changed for r in again.results] == [False]
+    assert store.promotions("A")[0].announced_ms == NOW

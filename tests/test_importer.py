@@ -229,3 +229,18 @@ def test_parse_line_never_raises(text: str) -> None:
 )
 def test_parse_line_turns_any_object_into_a_record_or_an_error(data: dict[str, object]) -> None:
     parse_line(json.dumps(data), 7)
+
+
+def test_a_promotion_without_its_announcement_was_announced_at_the_import(
+    store: MarketStore,
+) -> None:
+    """Imported at `now`, a promotion that does not say when it was announced is known
+    from then; one that does keeps its own; a bad one is named."""
+    sale = GOOD[4]
+    told = sale | {"name": "Told", "announced_at": "2026-10-01T00:00:00Z"}
+    bad = sale | {"name": "Bad", "announced_at": "2026-11-12T00:00:00Z"}
+    now = 1_790_000_000_000
+    report = run_import(store, lines([GOOD[0], sale, told, bad]), now=now)
+    assert [(e.line, e.field) for e in report.errors] == [(4, "announced_at")]
+    announced = {p.name: p.announced_ms for p in store.promotions("S1")}
+    assert announced == {"Double 11": now, "Told": 1_790_812_800_000}

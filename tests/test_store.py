@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from worthit.db.migrations import SchemaTooNewError
-from worthit.market.records import PriceRecord, ProductRecord, ReviewRecord, StockRecord
+from worthit.market.records import (
+    PriceRecord,
+    ProductRecord,
+    PromotionRecord,
+    ReviewRecord,
+    StockRecord,
+)
 from worthit.market.schema import (
     LATEST_VERSION,
     MIGRATIONS,
@@ -75,6 +81,33 @@ def test_a_changed_value_overwrites_and_counts(store: MarketStore) -> None:
     stats = store.apply([price("2026-01-01T08:00:00Z", 279.0)])
     assert stats.written == 1
     assert [p.price for p in store.prices("S1")] == [279.0]
+
+
+def sale(announced: str | None) -> PromotionRecord:
+    return PromotionRecord(
+        sku="S1",
+        name="Double 11",
+        starts="2026-11-11T00:00:00Z",  # type: ignore[arg-type]
+        ends="2026-11-12T00:00:00Z",  # type: ignore[arg-type]
+        price=249.0,
+        announced_at=announced,  # type: ignore[arg-type]
+    )
+
+
+def test_a_promotion_keeps_its_earliest_announcement(store: MarketStore) -> None:
+    """Sent again (a redelivery, an import run twice, received later), it is no news: the
+    row and the revision stay; an earlier announcement moves it; an unknown one gives way."""
+    store.apply([NC700, sale(None)])
+    assert store.promotions("S1")[0].announced_ms is None
+    store.apply([sale("2026-10-20T00:00:00Z")])
+    first = store.promotions("S1")[0].announced_ms
+    revision = store.revision("S1")
+    later = store.apply([sale("2026-11-01T00:00:00Z"), sale(None)])
+    assert (later.written, later.unchanged) == (0, 2)
+    assert store.promotions("S1")[0].announced_ms == first and store.revision("S1") == revision
+    earlier = sale("2026-10-01T00:00:00Z")
+    assert store.apply([earlier]).written == 1
+    assert store.promotions("S1")[0].announced_ms == earlier.announced_ms
 
 
 def test_a_product_added_through_another_store_is_known(store: MarketStore) -> None:
@@ -159,6 +192,24 @@ def test_migrating_a_version_one_database_keeps_its_data(tmp_path: Path) -> None
     store.apply([price("2026-01-03T00:00:00Z", 279.0)])
     bumped = store.revision("S1")
     assert bumped is not None and bumped[0] == 4
+
+
+def test_promotions_stored_before_announcements_keep_their_notice(tmp_path: Path) -> None:
+    """Migration 7 adds the announcement; the rows already there have none (NULL), which
+    the facts builder reads as known PROMOTION_NOTICE_DAYS before they start, as before."""
+    path = tmp_path / "v6.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=6)
+    conn.execute("INSERT INTO products (sku, title) VALUES ('S1', 'Aurora NC700')")
+    conn.execute(
+        "INSERT INTO promotions (sku, name, starts, ends, price)"
+        " VALUES ('S1', 'Double 11', 1762819200000, 1762905600000, 249.0)"
+    )
+    conn.close()
+    store = MarketStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+    [promotion] = store.promotions("S1")
+    assert (promotion.name, promotion.announced_ms) == ("Double 11", None)
 
 
 def test_a_schema_newer_than_this_worthit_is_refused(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ simulator inside the server, as `worthit serve --demo` runs it."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,9 @@ from worthit.market.events import SCHEMA_ID
 from worthit.market.store import MarketStore
 from worthit.service.settings import ServiceSettings
 from worthit.service.tenants import TenantStore
-from worthit.text.time import iso, now_ms
+from worthit.text.time import DAY_MS, iso, now_ms
 
-from conftest import MARKET_NOW_MS
+from conftest import MARKET_END, MARKET_NOW_MS
 from live_server import LiveServer
 from service_fixtures import fake_engine, keyed_service, market_copy
 
@@ -197,3 +198,32 @@ def _moved_in_the_last_minute(history: dict[str, Any]) -> bool:
     live = [p for p in points if p["ts"] >= iso(MARKET_NOW_MS)]
     before = points[: len(points) - len(live)]
     return bool(live and before) and live[-1]["price"] != before[-1]["price"]
+
+
+def test_a_promotion_is_known_from_its_arrival_and_not_before(
+    keyed_service: LiveServer, market_copy: Path
+) -> None:
+    """No look-ahead: posted without saying when it was announced, a sale five days away
+    is known from its arrival (the service's clock), so the facts as of the day before
+    do not list it, though it starts within the notice a stored row without an
+    announcement is given; a bad announcement is named by its field."""
+    sale = {"type": "promotion", "event_id": "sale-1", "source": "pos", "sku": "S1",
+            "name": "Flash Sale", "starts": iso(MARKET_NOW_MS + 5 * DAY_MS),
+            "ends": iso(MARKET_NOW_MS + 8 * DAY_MS), "price": 1.0}  # fmt: skip
+    bad = sale | {"event_id": "sale-2", "announced_at": "next week"}
+    url = keyed_service.base_url
+    r = httpx.post(
+        url + "/v1/events", json={"events": [sale, bad]}, headers=key_for(market_copy, "events")
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["applied"] == ["sale-1"]
+    assert [(e["index"], e["field"]) for e in r.json()["rejected"]] == [(1, "announced_at")]
+    headers = key_for(market_copy)
+
+    def listed(**params: str) -> list[str]:
+        got = httpx.get(url + "/v1/products/S1/facts", params=params, headers=headers)
+        assert got.status_code == 200, got.text
+        return [p["name"] for p in got.json()["facts"]["upcoming_promotions"]]
+
+    assert "Flash Sale" in listed()
+    assert "Flash Sale" not in listed(as_of=(MARKET_END - timedelta(days=1)).isoformat())

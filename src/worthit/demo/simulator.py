@@ -759,6 +759,7 @@ class _Series:
                 threshold=deal.threshold,
                 save=deal.save,
                 min_spend=deal.min_spend,
+                announced_at=_midnight(deal.event.starts) - timedelta(days=UPCOMING_DAYS),
             )
 
     def _day(self, i: int) -> Iterator[Record]:

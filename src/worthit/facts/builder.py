@@ -3,8 +3,8 @@
 A sheet as of moment T is made from the rows stamped up to T only: prices, stock levels
 and reviews by their timestamps, sales by their day (a day's row is its total, so a sheet
 in the middle of day T counts all of day T: the store keeps no finer sales history), the
-category prior from the reviews written by T, and promotions by when they are taken to
-be known (`PROMOTION_NOTICE_DAYS`). The product row itself (title, brand, category) has
+category prior from the reviews written by T, and promotions by when they were announced
+(`known_by`). The product row itself (title, brand, category) has
 no history and is read as it is now; `revision` counts the store's writes, not rows, so
 it, and the `version` hashed with it, are the store's when the sheet is built.
 
@@ -70,14 +70,11 @@ DEFAULT_STALE_PRICE_DAYS = 3.0
 (the simulator, the real shops' scrapers) or carry a price forward daily, so three days
 without one means the feed stopped or lost the product, not a quiet market."""
 PROMOTION_NOTICE_DAYS = 30
-"""How long before it starts a promotion is taken to be known. The data records only a
-promotion's start and end, not when it was announced, so "as of T" cannot say which
-promotions a shopper could have seen; worthit takes those starting within 30 days (the
-demo market's announcement horizon, `demo.simulator.UPCOMING_DAYS`) and every running
-one. The rules look 21 days ahead (`upcoming_days`), so this choice never changes a
-verdict, only the upcoming promotions a sheet lists; a retailer announcing its sales
-later than 21 days ahead would make the backtest's waits for them look better than they
-could have been."""
+"""How far ahead a sheet lists an announced promotion, and the notice taken for one
+stored before announcements were kept (`announced_ms` None): known this long before it
+starts, the demo market's announcement horizon (`demo.simulator.UPCOMING_DAYS`). The
+rules look 21 days ahead (`upcoming_days`), so the horizon changes no verdict, only the
+upcoming promotions a sheet lists and which one a discount claim is measured on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,13 +400,21 @@ def _promotions(
     each priced for one unit at `current` (today's price)."""
     active: list[PromotionFact] = []
     upcoming: list[PromotionFact] = []
-    known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
-    visible = (p for p in promotions if p.ends_ms > as_of and p.starts_ms <= known_until)
+    visible = (p for p in promotions if p.ends_ms > as_of and known_by(p, as_of))
     for promo in sorted(visible, key=lambda p: (p.starts_ms, p.name)):
         fact = _offer(promo, as_of, current)
         if fact is not None:
             (active if promo.starts_ms <= as_of else upcoming).append(fact)
     return tuple(active), tuple(upcoming)
+
+
+def known_by(promo: Promotion, as_of: int) -> bool:
+    """Whether a sheet as of `as_of` lists the promotion: announced by then (a row without
+    its announcement, PROMOTION_NOTICE_DAYS before it starts), and starting within that
+    horizon. No look-ahead: an as-of sheet never knows of an offer announced later."""
+    horizon = PROMOTION_NOTICE_DAYS * DAY_MS
+    announced = promo.starts_ms - horizon if promo.announced_ms is None else promo.announced_ms
+    return announced <= as_of and promo.starts_ms <= as_of + horizon
 
 
 def _offer(promo: Promotion, as_of: int, base: float | None) -> PromotionFact | None:
@@ -457,7 +462,8 @@ _CENT = Decimal("0.01")
 
 def effective_price_at(history: ProductHistory, at_ms: int) -> float | None:
     """What one unit costs at `at_ms`: the sheet's `effective_price`, without the rest of
-    the sheet (the backtest prices every day of every wait)."""
+    the sheet (the backtest prices every day of every wait). Every offer running then
+    counts, announced or not: a shopper pays the till's price whatever worthit knew."""
     point = history.price_at(at_ms)
     if point is None:
         return None
@@ -488,14 +494,10 @@ def _discount_claim(
     if not prices:
         return None
     current = prices[-1]
-    known_until = as_of + PROMOTION_NOTICE_DAYS * DAY_MS
     visible = sorted(
         (p.starts_ms, p.name, p.price)
         for p in promotions
-        if p.price is not None
-        and p.kind == "price"
-        and p.ends_ms > as_of
-        and p.starts_ms <= known_until
+        if p.price is not None and p.kind == "price" and p.ends_ms > as_of and known_by(p, as_of)
     )
     if visible:
         started, promo_name, promo_price = visible[0]

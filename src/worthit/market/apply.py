@@ -39,7 +39,7 @@ from typing import TypeVar
 
 from worthit.db.connection import Connection
 from worthit.market.events import Event, EventError, ProductEvent
-from worthit.market.records import Record, SalesRecord, StockRecord
+from worthit.market.records import Record, SalesRecord, StockRecord, as_received
 from worthit.market.store import MarketStore
 from worthit.text.time import Clock, now_ms
 
@@ -104,6 +104,7 @@ def apply_events(store: MarketStore, events: Sequence[Event], clock: Clock = now
     `store.errors.unavailable`: the database is locked, full or gone), and then none of
     it is applied."""
     applied_ms = clock()
+    events = [as_received(event, applied_ms) for event in events]
     order = sorted(
         range(len(events)),
         key=lambda i: (not isinstance(events[i], ProductEvent), events[i].sku),

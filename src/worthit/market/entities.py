@@ -54,6 +54,9 @@ class Promotion:
     threshold: float | None = None
     save: float | None = None
     min_spend: float | None = None
+    announced_ms: int | None = None
+    """When it was announced; None for a row stored before announcements were kept, taken
+    as known `facts.builder.PROMOTION_NOTICE_DAYS` before it starts."""
 
 
 @dataclass(frozen=True, slots=True)

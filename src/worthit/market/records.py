@@ -20,8 +20,8 @@ a terminal, so:
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
-from typing import Annotated, Any, Literal
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Literal, TypeVar
 
 from babel.numbers import get_currency_precision
 from pydantic import (
@@ -37,7 +37,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from worthit.text.time import to_ms
+from worthit.text.time import from_ms, to_ms
 
 UNSAFE_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 """Unicode's Cc (C0, DEL, C1) and the bidi embeddings, overrides and isolates."""
@@ -233,6 +233,12 @@ class PromotionRecord(_Record):
         validate_default=True,
         description="kind `coupon`, optional: the order total the coupon needs.",
     )
+    announced_at: datetime | None = Field(
+        default=None,
+        description="When the offer was announced: an answer as of an earlier moment does "
+        "not know of it. Default: when worthit received it (the event's arrival, the "
+        "import); before the offer ends.",
+    )
 
     @field_validator("ends")
     @classmethod
@@ -263,13 +269,42 @@ class PromotionRecord(_Record):
                 raise ValueError(f"must be less than threshold ({threshold:g})")
         return value
 
+    @field_validator("announced_at")
+    @classmethod
+    def _announced_before_end(cls, announced: datetime | None, info: Any) -> datetime | None:
+        ends = info.data.get("ends")
+        if announced is not None and ends is not None and _utc(announced) >= _utc(ends):
+            raise ValueError("must be before ends")
+        return announced
+
     @property
     def starts_ms(self) -> int:
         return to_ms(self.starts)
 
     @property
+    def announced_ms(self) -> int | None:
+        return None if self.announced_at is None else to_ms(self.announced_at)
+
+    @property
     def ends_ms(self) -> int:
         return to_ms(self.ends)
+
+
+def _utc(moment: datetime) -> datetime:
+    """Naive moments are UTC (as `to_ms` reads them), so aware and naive ones compare."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def as_received(record: R, at_ms: int) -> R:
+    """The record as it arrived at `at_ms` (an event's arrival, an import's run): a
+    promotion that does not say when it was announced was announced, as far as worthit
+    can know, then. One received after it ended is thus never shown as of any moment."""
+    if isinstance(record, PromotionRecord) and record.announced_at is None:
+        return record.model_copy(update={"announced_at": from_ms(at_ms)})
+    return record
 
 
 def _check_coupon(name: str, value: float | None, seen: dict[str, Any]) -> None:

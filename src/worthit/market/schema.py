@@ -205,6 +205,12 @@ ALTER TABLE applied_events ALTER COLUMN source TYPE TEXT COLLATE "C";
 ALTER TABLE applied_events ADD PRIMARY KEY (source, event_id);
 """
 
+# v7: when a promotion was announced (epoch ms), so an answer as of an earlier moment does
+# not know of it. NULL for the rows stored before: they keep the notice taken until now
+# (facts/builder.py PROMOTION_NOTICE_DAYS before they start).
+_V7_PROMOTION_ANNOUNCED = "ALTER TABLE promotions ADD COLUMN announced INTEGER;"
+_PG_V7_PROMOTION_ANNOUNCED = "ALTER TABLE promotions ADD COLUMN announced BIGINT;"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "base tables", _V1_BASE),
     Migration(2, "search index and revisions", _V2_SEARCH_AND_REVISIONS + _bump_triggers()),
@@ -212,6 +218,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "applied event ids", _V4_APPLIED_EVENTS),
     Migration(5, "promotion kinds", _V5_PROMOTION_KINDS + _bump_triggers(("promotions",))),
     Migration(6, "event ids per source", _V6_EVENT_IDS_PER_SOURCE),
+    Migration(7, "promotion announcements", _V7_PROMOTION_ANNOUNCED),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
@@ -322,6 +329,7 @@ END $$;
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "market schema", _PG_MARKET, postgres=_PG_MARKET),
     Migration(6, "event ids per source", "", postgres=_PG_V6_EVENT_IDS_PER_SOURCE),
+    Migration(7, "promotion announcements", "", postgres=_PG_V7_PROMOTION_ANNOUNCED),
 )
 MARKET_COMPONENT = "market"
 

@@ -85,18 +85,23 @@ ON CONFLICT (sku, review_id) DO UPDATE SET
 WHERE (reviews.ts, reviews.rating, reviews.text, reviews.verified)
    IS DISTINCT FROM (excluded.ts, excluded.rating, excluded.text, excluded.verified)
 """
-_UPSERT_PROMOTION = """
+_EARLIEST_ANNOUNCED = """CASE WHEN promotions.announced IS NULL
+        OR excluded.announced < promotions.announced
+    THEN excluded.announced ELSE promotions.announced END"""
+"""A promotion sent again keeps the earliest announcement known: a redelivery, received
+later, does not make it news again, and NULL (not known) gives way to a moment."""
+_UPSERT_PROMOTION = f"""
 INSERT INTO promotions
-    (sku, name, starts, ends, kind, price, percent_off, threshold, save, min_spend)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    (sku, name, starts, ends, kind, price, percent_off, threshold, save, min_spend, announced)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (sku, name, starts) DO UPDATE SET
     ends = excluded.ends, kind = excluded.kind, price = excluded.price,
     percent_off = excluded.percent_off, threshold = excluded.threshold,
-    save = excluded.save, min_spend = excluded.min_spend
+    save = excluded.save, min_spend = excluded.min_spend, announced = {_EARLIEST_ANNOUNCED}
 WHERE (promotions.ends, promotions.kind, promotions.price, promotions.percent_off,
-       promotions.threshold, promotions.save, promotions.min_spend)
+       promotions.threshold, promotions.save, promotions.min_spend, promotions.announced)
    IS DISTINCT FROM (excluded.ends, excluded.kind, excluded.price, excluded.percent_off,
-       excluded.threshold, excluded.save, excluded.min_spend)
+       excluded.threshold, excluded.save, excluded.min_spend, {_EARLIEST_ANNOUNCED})
 """
 _CLAIM_EVENT = """
 INSERT INTO applied_events (event_id, source, applied_ms) VALUES (?, ?, ?)
@@ -387,8 +392,8 @@ class MarketStore:
         rows = (
             self._conn()
             .execute(
-                "SELECT name, starts, ends, price, kind, percent_off, threshold, save, min_spend"
-                " FROM promotions"
+                "SELECT name, starts, ends, price, kind, percent_off, threshold, save, min_spend,"
+                " announced FROM promotions"
                 " WHERE sku = ? AND ends > ? ORDER BY starts",
                 (sku, ending_after_ms),
             )
@@ -533,6 +538,7 @@ def _series_upsert(record: Record) -> tuple[str, tuple[object, ...]]:
             record.threshold,
             record.save,
             record.min_spend,
+            record.announced_ms,
         )
         sql = _UPSERT_PROMOTION
     elif isinstance(record, SalesRecord):

@@ -108,8 +108,10 @@ def start_events(
 ) -> EventService:
     """Start the bus (on the running loop), the demo ticker, the Redis consumer and the
     feed pollers when the settings ask for them; the ticker stamps its events with
-    `settings.clock`. `fanout` also hands fired watches to the other workers."""
-    bus = EventBus(store)
+    `settings.clock`, and the bus takes an event's arrival by it (when a promotion that
+    does not say so was announced), so the facts' "now" and the arrivals agree.
+    `fanout` also hands fired watches to the other workers."""
+    bus = EventBus(store, clock=settings.clock)
     bus.subscribe(answerer.facts_changed)
     bus.subscribe(answerer.facts_restated, restated_only=True)
     watches = WatchService(

@@ -34,6 +34,7 @@ from worthit.market.records import (
     ReviewRecord,
     SalesRecord,
     StockRecord,
+    as_received,
 )
 from worthit.market.store import MarketStore
 from worthit.text.time import now_ms
@@ -133,10 +134,12 @@ async def import_lines(
     the same file twice changes nothing. A full disk or a lock (the store's
     `errors.unavailable`) stops the import.
 
-    `now` (epoch ms, default the clock) is what "in the future" is measured against."""
+    `now` (epoch ms, default the clock) is what "in the future" is measured against, and
+    when a promotion that does not say when it was announced is taken to be."""
     store = bus.store
     report = ImportReport()
-    horizon = (now_ms() if now is None else now) + FUTURE_SLACK_MS
+    received = now_ms() if now is None else now
+    horizon = received + FUTURE_SLACK_MS
     batch: list[tuple[int, Record]] = []
     batch_products: set[str] = set()
     for line_no, text in enumerate(lines, start=1):
@@ -164,7 +167,7 @@ async def import_lines(
                 batch_products.add(parsed.sku)
             if ahead:
                 report.future.append(line_no)
-            batch.append((line_no, parsed))
+            batch.append((line_no, as_received(parsed, received)))
         if len(batch) >= BATCH_LINES:
             await _flush(bus, batch, report)
             batch_products.clear()
