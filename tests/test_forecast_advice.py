@@ -164,7 +164,7 @@ def test_the_service_fits_the_store_off_the_request_path_and_the_verdict_reads_i
 
     builder = FactsBuilder(store, fixed_clock(now))
     cache = VerdictCache(forecasts=forecasts.latest)
-    decided = {}
+    decided: dict[str, int] = {}
     for sku, fc in snapshot.by_sku.items():
         sheet = builder.build(sku)
         assert sheet is not None
