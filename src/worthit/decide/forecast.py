@@ -241,8 +241,12 @@ class StoreForecaster:
         positives = int(targets[rows, 0].sum())
         if min(positives, len(rows) - positives) < MIN_CLASS:
             return None
-        waited = x[rows, FEATURE_AVG90] > DEAL_SHARE
-        if np.mean(waited & (targets[rows, 2] > 1 + 1e-9)) > MAX_WAIT_WORSE:
+        # judged on the moments a forecast would be served for: a product's first two
+        # weeks have no regular price to be a deal against (a feed that starts in a sale)
+        served = rows[x[rows, FEATURE_AGE] >= MIN_AGE_DAYS]
+        waited = x[served, FEATURE_AVG90] > DEAL_SHARE
+        dearer = np.mean(waited & (targets[served, 2] > 1 + 1e-9)) if len(served) else 0.0
+        if len(served) >= MIN_ROWS and dearer > MAX_WAIT_WORSE:
             self.withheld += 1
             return None
         # Rows drawn with probability in proportion to their price: the backtest scores
