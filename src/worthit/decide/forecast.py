@@ -64,6 +64,10 @@ left more than this share of the store's matured moments dearer than buying at o
 noisy price, no regular level to fall from), an origin fits no model and the rules
 answer. Twice the worse-off share issue 27 allows, so that a shop near it keeps the
 forecaster and one whose prices wander does not."""
+MAX_CHANGE_SHARE = 0.5
+"""The deal rule waits for a price to fall from its regular level. Where the store's prices
+change on more than this share of their days (up to the origin), they have no such level
+(the simulator's move daily; real shops' on 1-15 % of days) and the rules answer."""
 MIN_AGE_DAYS = 14
 """A product younger than this (days since its first price) is left to the rules."""
 FEATURE_AGE = FEATURES.index("age_days")
@@ -135,6 +139,18 @@ class _Fitted:
         ])  # fmt: skip
 
 
+def _changes(price: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per day, over every product: how many prices differ from the day before, and how
+    many could (both days priced)."""
+    known = ~np.isnan(price[:, 1:]) & ~np.isnan(price[:, :-1])
+    changed = known & (price[:, 1:] != price[:, :-1])
+    zero = np.zeros(1, dtype=np.int64)
+    return (
+        np.concatenate([zero, changed.sum(axis=0)]),
+        np.concatenate([zero, known.sum(axis=0)]),
+    )
+
+
 @dataclass
 class StoreForecaster:
     """Forecasts for every product of a store on every day of its history, each from a
@@ -151,7 +167,8 @@ class StoreForecaster:
     origin_of: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     fits: int = 0
     withheld: int = 0
-    """Origins with enough rows whose deal rule left too many dearer (`MAX_WAIT_WORSE`)."""
+    """Origins that fit no model: prices with no regular level (`MAX_CHANGE_SHARE`), or a
+    deal rule that left too many dearer (`MAX_WAIT_WORSE`)."""
 
     @classmethod
     def build(
@@ -212,7 +229,11 @@ class StoreForecaster:
         )
         out = np.full((len(days), 4), np.nan)
         origin_all = np.full(len(days), -1, dtype=np.int64)
+        changed, known = _changes(np.vstack([self.products[k].price for k in skus]))
         for origin in schedule.origins(cal.days - 1):
+            if changed[: origin + 1].sum() > MAX_CHANGE_SHARE * known[: origin + 1].sum():
+                self.withheld += 1
+                continue
             rows = np.flatnonzero(labelled & schedule.trainable(days, origin))
             model = self._fit(x, targets, prices, rows, origin)
             if model is None:
