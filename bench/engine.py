@@ -6,6 +6,8 @@ the same OpenAI-compatible streaming protocol:
 * ``worthit``      ``worthit engine serve`` (this repository's engine), each request
   with ``deadline_ms`` (``--deadline-ms``, 800): admission control and deadline stops on
 * ``worthit-nodl`` the same server, requests without a deadline
+* ``worthit-before`` ``worthit`` from another checkout's ``src`` (``--before PATH``, put on
+  PYTHONPATH): a change's before and after side by side in one run
 * ``llama-server`` llama.cpp's own server (continuous batching, parallel slots, prompt
   cache), built from the llama.cpp vendored in the llama-cpp-python sdist:
 
@@ -100,10 +102,14 @@ def start_target(
     name: str, args: argparse.Namespace, model: Path, port: int
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
-    if name in ("worthit", "worthit-nodl"):
+    if name in ("worthit", "worthit-nodl", "worthit-before"):
         cmd = [sys.executable, "-m", "worthit", "engine", "serve", "--host", "127.0.0.1",
-               "--port", str(port), "--model", str(model),
+               "--port", str(port), "--model", str(model), "--lora", "none",
                "--threads", str(args.threads)]  # fmt: skip
+        if name == "worthit-before":
+            if not args.before:
+                raise SystemExit("--before PATH is needed for the worthit-before target")
+            env["PYTHONPATH"] = args.before
         if args.default_deadline_ms:
             cmd += ["--default-deadline-ms", str(args.default_deadline_ms)]
         cmd += ["--tpot-target-ms", str(args.tpot_target_ms), *args.worthit_args.split()]
@@ -198,7 +204,7 @@ async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str
                 "temperature": 0,
                 "stream": True,
             }
-            if target == "worthit" and args.deadline_ms:
+            if target in ("worthit", "worthit-before") and args.deadline_ms:
                 body["deadline_ms"] = args.deadline_ms
             jobs.append(asyncio.create_task(one_request(client, body, start + t)))
         return list(await asyncio.gather(*jobs))
@@ -322,6 +328,9 @@ def main() -> None:
     parser.add_argument("--worthit-args", default="", help="extra worthit engine serve args")
     parser.add_argument("--llama-server", default=None)
     parser.add_argument("--anchor-pythonpath", default=None)
+    parser.add_argument(
+        "--before", default=None, help="another checkout's src folder: the worthit-before target"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="write all results as JSON here")
     parser.add_argument("--single-trials", type=int, default=9,

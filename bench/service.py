@@ -64,6 +64,9 @@ class Answer:
     source: str
     """"stored" or "live" (the model's text) or "template:<why>", or "error:<what>"."""
     verdict_ms: float | None = None
+    decided_ms: float | None = None
+    """The server's own time from the question to its verdict (`timings_ms.to_verdict`):
+    what `verdict_ms` spends beyond it waited in a queue, the server's or the shopper's."""
     first_text_ms: float | None = None
     done_ms: float | None = None
 
@@ -161,6 +164,7 @@ async def one(
                 now = (time.perf_counter() - sent) * 1000
                 if event == "verdict":
                     answer.verdict_ms = now
+                    answer.decided_ms = json.loads(line[6:])["timings_ms"].get("to_verdict")
                 elif event == "token" and answer.first_text_ms is None:
                     answer.first_text_ms = now
                 elif event == "done":
@@ -193,6 +197,10 @@ def summary(answers: list[Answer]) -> dict[str, object]:
         **{
             f"verdict_p{p}": pct([a.verdict_ms for a in done if a.verdict_ms], p)
             for p in (50, 95, 99)
+        },
+        **{
+            f"decided_p{p}": pct([a.decided_ms for a in done if a.decided_ms is not None], p)
+            for p in (50, 99)
         },
         **{
             f"first_text_p{p}": pct([a.first_text_ms for a in done if a.first_text_ms], p)
