@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 import redis
 
@@ -154,3 +155,27 @@ def test_with_redis_dead_the_cache_builds_from_the_store(
     a.evict(["S1"])  # the eviction cannot go out either; it still drops the sheet here
     assert a.get("S1") is not None and builds(a) == 3
     client.close()
+
+
+def test_a_sheet_an_older_worthit_shared_is_rebuilt_not_an_error(
+    market: Path, client: redis.Redis, redis_prefix: str
+) -> None:
+    """A sheet in the shape an older worthit wrote (an `extra` dict, no staleness fields)
+    lies under the same key during a rolling upgrade: it is a miss, and the reader builds
+    and shares its own."""
+    a = worker(market, client, redis_prefix)
+    built = a.get("S1")
+    assert built is not None
+    tier = a.tier
+    assert isinstance(tier, RedisSheetTier)
+    key = tier.key("S1", built.revision)
+    stored = orjson.loads(client.get(key))  # type: ignore[arg-type]
+    old = {k: v for k, v in stored["sheet"].items() if k not in ("price_age_days", "price_stale")}
+    stored["sheet"] = old | {"extra": {"live": True}}
+    client.set(key, orjson.dumps(stored), px=30_000)
+    b = worker(market, client, redis_prefix)
+    rebuilt = b.get("S1")
+    assert rebuilt is not None and rebuilt.version == built.version
+    b_tier = b.tier
+    assert isinstance(b_tier, RedisSheetTier)
+    assert (b_tier.hits, b_tier.misses, builds(b)) == (0, 1, 1)
