@@ -332,7 +332,8 @@ def test_the_effective_price_reason_says_how_in_both_languages() -> None:
             ),
             "With Club (a coupon for $20.00 off $200.00 or more) you pay $209.99 for one unit "
             "(current $229.99 − $20.00).",
-            "使用Club（优惠券满US$200.00减US$20.00），买一件只需US$209.99（现价US$229.99 − US$20.00）。",
+            "使用Club（优惠券满US$200.00减US$20.00），"
+            "买一件只需US$209.99（现价US$229.99 − US$20.00）。",
         ),
     ],
 )
@@ -390,7 +391,9 @@ def test_an_upcoming_offer_is_compared_as_one_units_price() -> None:
         "618 (10% off) starts in 6 days: at today's price one unit would cost $270.00, "
         "10% below today's $300.00."
     )
-    assert zh.text == "618（立减10%）将在6天后开始：按现价买一件约US$270.00，比现在的US$300.00低10%。"
+    assert zh.text == (
+        "618（立减10%）将在6天后开始：按现价买一件约US$270.00，比现在的US$300.00低10%。"
+    )
 
 
 def test_an_upcoming_threshold_one_unit_misses_is_no_reason_to_wait() -> None:

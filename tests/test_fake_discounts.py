@@ -106,7 +106,8 @@ def test_a_hike_ahead_of_a_sale_is_a_mild_wait_and_on_a_running_one_info() -> No
         "ahead of Spring Sale."
     )
     zh = reason(neutral(discount_claim=ahead), "pre_sale_hike", "zh")
-    assert zh is not None and zh.text == "Spring Sale前先涨价：近14天价格比此前的US$280.00上调了30%。"
+    assert zh is not None
+    assert zh.text == "Spring Sale前先涨价：近14天价格比此前的US$280.00上调了30%。"
     running = replace(ahead, started="2026-03-13T00:00:00Z")
     on = reason(neutral(discount_claim=running), "pre_sale_hike")
     assert on is not None and on.polarity is Polarity.INFO
