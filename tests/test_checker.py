@@ -435,6 +435,24 @@ REFUSED = [
         "fluent",
         "repeated_phrase",
     ),
+    # a clause said twice in other words (the phrase check sees different characters)
+    (
+        "值得现在买，因为比90天均价$351.45低14.2%，现在买的价格比90天均价$351.45低14.2%。",
+        _inputs("zh", "BUY", [("below_90d_avg", "buy", "比90天均价$351.45低14.2%。")]),
+        "fluent",
+        "repeated_clause",
+    ),
+    (
+        "Worth buying now because it is 14.2% below $351.45, its 90-day average, so it costs "
+        "14.2% less than $351.45.",
+        _inputs(
+            "en",
+            "BUY",
+            [("below_90d_avg", "buy", "It is 14.2% below its 90-day average of $351.45.")],
+        ),
+        "fluent",
+        "repeated_clause",
+    ),
     # a reason of the other side cited for the verdict: the card shows it against
     (
         "建议再等等，因为当前价高于近90天96.1%的价格，而且口碑不错。",

@@ -30,6 +30,7 @@ detail, so a caller can log why a text was refused. The gold data
 from __future__ import annotations
 
 import collections
+import itertools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,7 +47,7 @@ from worthit.explain.guard import Grounds, check_grounding
 from worthit.explain.inputs import ExplanationInputs, model_text
 from worthit.explain.templates import language_of, leading_reasons
 from worthit.text.money import money
-from worthit.text.sentences import SENTENCE_END, ends_sentence
+from worthit.text.sentences import SENTENCE_END, ends_sentence, sentence_ends
 
 _MARK = "\x00"
 
@@ -636,6 +637,9 @@ def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     repeated = _repeated_phrase(body, inputs.language, _input_text(inputs), _names_of(inputs))
     if repeated:
         out.append(("repeated_phrase", repeated))
+    again = _repeated_numbers(body, _names_of(inputs))
+    if again:
+        out.append(("repeated_clause", again))
     broken = _BECAUSE_OF_CLAUSE.search(body) if inputs.language == "en" else None
     if broken is not None:
         out.append(("ungrammatical", broken.group(0)))
@@ -711,6 +715,26 @@ def _repeated_phrase(body: str, language: str, source: str, names: Sequence[str]
     return ""
 
 
+def _repeated_numbers(body: str, names: Sequence[str] = ()) -> str:
+    """The same two numbers written twice in the same order within one sentence: a clause
+    said again in other words ("比90天均价$351.45低14.2%，现在买的价格比90天均价$351.45低
+    14.2%"), which the four-character phrase check misses when the words around the
+    numbers change. The advice may repeat the why ("Wait for Double 11 in 5 days"), so
+    only one sentence is looked at, and the sale's name is not a number."""
+    for name in names:
+        body = body.replace(name, " ")
+    start = 0
+    for end in [*sentence_ends(body), len(body)]:
+        sentence = unicodedata.normalize("NFKC", body[start:end])
+        start = end
+        numbers = [m.group(0) for m in _NUMBER.finditer(sentence)]
+        pairs = list(itertools.pairwise(numbers))
+        for i, pair in enumerate(pairs):
+            if pair[0] != pair[1] and pair in pairs[i + 2 :]:
+                return f"{pair[0]} … {pair[1]} twice"
+    return ""
+
+
 def _names_of(inputs: CheckInputs) -> tuple[str, ...]:
     """The event and offer names the reasons write, longest first."""
     names = {
@@ -747,18 +771,6 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     if unknown:
         out.append(("unknown_words", ", ".join(unknown)))
     return out
-
-
-def _against(body: str, inputs: CheckInputs) -> str:
-    """The first claim in the body that points against the verdict, or ""."""
-    lowered = body.lower()
-    supporting = _SUPPORTS[inputs.verdict]
-    own = {r.code for r in inputs.reasons if r.polarity is supporting}
-    for cue in _FORBIDDEN[inputs.verdict]:
-        match = cue.pattern.search(lowered)
-        if match and not (cue.licensed_by & own):
-            return f"{cue.name}: {match.group(0)!r}"
-    return ""
 
 
 def _writes(body: str, value: str) -> bool:
@@ -807,6 +819,18 @@ def _other_polarity(body: str, inputs: CheckInputs) -> str:
     cue = _PRAISE.pattern.search(body.lower())
     if cue and supporting is not Polarity.BUY:
         return f"praise: {cue.group(0)!r}"
+    return ""
+
+
+def _against(body: str, inputs: CheckInputs) -> str:
+    """The first claim in the body that points against the verdict, or ""."""
+    lowered = body.lower()
+    supporting = _SUPPORTS[inputs.verdict]
+    own = {r.code for r in inputs.reasons if r.polarity is supporting}
+    for cue in _FORBIDDEN[inputs.verdict]:
+        match = cue.pattern.search(lowered)
+        if match and not (cue.licensed_by & own):
+            return f"{cue.name}: {match.group(0)!r}"
     return ""
 
 
