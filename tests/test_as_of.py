@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scripted_engine import ScriptedEngine
+from worthit.answer.answer_events import Finished, VerdictReady
 from worthit.answer.answerer import Answerer
-from worthit.answer.events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload, verdict_payload
 from worthit.decide.as_of import check_as_of, end_of_day_ms, parse_as_of
 from worthit.explain.store import StoredExplanation

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from scripted_engine import ScriptedEngine, restating
+from worthit.answer.answer_events import Finished
 from worthit.answer.answerer import Answerer
 from worthit.answer.background import ExplanationGenerator
 from worthit.answer.demand import LANGUAGES
-from worthit.answer.events import Finished
 from worthit.answer.payload import answer_payload
 from worthit.explain.explainer import ExplanationRun
 from worthit.explain.store import SqliteExplanationStore

@@ -21,8 +21,8 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 
+from worthit.answer.answer_events import Event, Finished, VerdictReady
 from worthit.answer.demand import LANGUAGES, SALES_WINDOW_DAYS, LanguageMix, Wanted
-from worthit.answer.events import Event, Finished, VerdictReady
 from worthit.answer.facts_digest import FactsDigests
 from worthit.answer.generation import SAMPLING_POLICY
 from worthit.answer.metrics import AnswerMetrics

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worthit.answer.events import Finished
+from worthit.answer.answer_events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import Explanation
 from worthit.facts.sheet import FactSheet

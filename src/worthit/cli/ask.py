@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from worthit.answer.events import Finished, VerdictReady
+from worthit.answer.answer_events import Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.cli.engine_host import run_with_engine
 from worthit.cli.options import (
@@ -89,7 +89,7 @@ def ask_command(
         engine = Engine(LlamaRunner(model_path, config, lora_path), config)
         model_id = model_identity(model_path, lora_path)
     try:
-        store = _open_or_build(market_db(db))
+        store = _open_or_build(market_db(db), catch_up=moment is None)
         refuse_unanswerable(moment, store)
         if sku is not None and not store.has_sku(sku):
             stderr.print(f"[red]error:[/] unknown sku {sku!r}")
@@ -161,7 +161,10 @@ def ask_command(
         raise typer.Exit(EXIT_AMBIGUOUS)
 
 
-def _open_or_build(path: str | Path) -> MarketStore:
+def _open_or_build(path: str | Path, *, catch_up: bool) -> MarketStore:
+    """The market at `path`: the demo built when there is none, and a demo brought up to
+    today when the answer is for now (an --as-of answer reads only what was stamped by
+    then, and must not write)."""
     fresh = not db_exists(path)
     store = MarketStore(path)
     if fresh or store.count_products() == 0:
@@ -169,6 +172,10 @@ def _open_or_build(path: str | Path) -> MarketStore:
 
         stderr.print(f"no market at {path}: building the demo market first")
         build_demo(store)
+    elif catch_up:
+        from worthit.cli.market import catch_up_demo
+
+        catch_up_demo(store)
     return store
 
 

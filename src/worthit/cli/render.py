@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from worthit.answer.events import Finished
+from worthit.answer.answer_events import Finished
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.facts.sheet import FactSheet
 from worthit.text.money import money

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from worthit.answer.events import Event, Finished, VerdictReady
+from worthit.answer.answer_events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload, candidates_payload, done_payload, verdict_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.explain.explainer import TextPiece

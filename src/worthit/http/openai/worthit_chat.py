@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from worthit.answer.events import Event, Finished, VerdictReady
+from worthit.answer.answer_events import Event, Finished, VerdictReady
 from worthit.answer.payload import answer_payload
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.engine.sequence import Priority
