@@ -14,12 +14,14 @@ import typer
 
 from worthit.cli.options import DbOption, JsonOption, market_db, shown
 from worthit.cli.progress import bar, stderr
+from worthit.demo.catchup import DemoBuild, catch_up, remember
 from worthit.demo.simulator import SimulationSummary, simulate
 from worthit.demo.ticker import MarketTicker, run_ticker
 from worthit.market.bus import EventBus
 from worthit.market.ingest.importer import run_import
 from worthit.market.ingest.redis_stream import DEFAULT_STREAM, StreamConfig, StreamPublisher
 from worthit.market.store import MarketStore
+from worthit.text.time import from_ms, now_ms
 
 DEMO_SKUS = 2000
 DEMO_DAYS = 180
@@ -213,8 +215,10 @@ def build_demo(
     seed: int = DEMO_SEED,
     end: date | None = None,
 ) -> SimulationSummary:
+    """Simulate the demo market into `store` and mark it as the demo, so that serving or
+    asking on it later may bring it up to that day (`catch_up_demo`)."""
     with bar(f"simulating {skus} products × {days} days", skus) as update:
-        return simulate(
+        summary = simulate(
             store,
             skus=skus,
             days=days,
@@ -222,6 +226,19 @@ def build_demo(
             end=end,
             progress=lambda done, _total: update(done),
         )
+    remember(store.path, DemoBuild(skus, days, seed, summary.end, summary.end))
+    return summary
+
+
+def catch_up_demo(store: MarketStore) -> None:
+    """Simulate the days a demo market missed since its last one, through today, so that
+    its prices are not stale (INSUFFICIENT_DATA) when served or asked; any other market
+    is left as it is."""
+    today = from_ms(now_ms()).date()
+    with stderr.status("[dim]bringing the demo market up to today…[/]", spinner="dots"):
+        caught = catch_up(store, today)
+    if caught is not None:
+        stderr.print(caught.line(), highlight=False)
 
 
 def _describe(summary: SimulationSummary) -> str:

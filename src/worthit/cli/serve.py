@@ -10,7 +10,7 @@ import typer
 from worthit.answer.facts_refresh import DEFAULT_REFRESH_SHARE
 from worthit.audit import LogBusyError
 from worthit.audit.issued import check_unlocked
-from worthit.cli.market import build_demo, redis_url
+from worthit.cli.market import build_demo, catch_up_demo, redis_url
 from worthit.cli.options import (
     AuditDbOption,
     DbOption,
@@ -265,6 +265,8 @@ def serve_command(
             raise typer.Exit(2)
         stderr.print(f"no market at {shown(path)}: building the demo market first")
         build_demo(store)
+    else:
+        catch_up_demo(store)
     store.close()
     rate = live_rate if live_rate is not None else (DEMO_TICKER_RATE if demo else 0.0)
     config = EngineConfig(

@@ -3,7 +3,8 @@
 `generate(skus, days, seed, end)` yields the records of `days` days ending with `end`
 (inclusive): every product first, then each product's promotions and its daily price,
 stock and sales rows with the day's reviews. `simulate` writes the same records into a
-`MarketStore`. The same arguments give byte-identical content: every random choice comes
+`MarketStore`; `extend` writes the days after `end` of a market it built, as if the
+simulation had gone on (catchup.py brings a demo market up to today with it). The same arguments give byte-identical content: every random choice comes
 from a `random.Random` seeded with a string built from the seed and the SKU (string seeds
 go through SHA-512, so neither `PYTHONHASHSEED` nor the order of anything else matters),
 and the wall clock is read only for the default `end`, today in UTC. Products are
@@ -729,6 +730,27 @@ def _poisson(rng: random.Random, mean: float) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class _DrawnReview:
+    """A review's drawn values, so a replayed day can skip building (validating) the record."""
+
+    review_id: str
+    ts: datetime
+    rating: int
+    text: str
+    verified: bool
+
+    def record(self, sku: str) -> ReviewRecord:
+        return ReviewRecord(
+            sku=sku,
+            review_id=self.review_id,
+            ts=self.ts,
+            rating=self.rating,
+            text=self.text,
+            verified=self.verified,
+        )
+
+
 class _Series:
     """One product's day-by-day state (price level, stock, reviews so far) while drawn."""
 
@@ -741,10 +763,13 @@ class _Series:
         self.delivery: int | None = None
         self.reviews = 0
 
-    def records(self) -> Iterator[Record]:
-        yield from self._promotions()
+    def records(self, from_day: int = 0) -> Iterator[Record]:
+        """The product's records; with `from_day` only the days from that index on, the
+        earlier ones replayed for the state they leave (price level, stock, reviews)."""
+        if from_day == 0:
+            yield from self._promotions()
         for i in range(self.plan.first_day, self.window.days):
-            yield from self._day(i)
+            yield from self._day(i, keep=i >= from_day)
 
     def _promotions(self) -> Iterator[PromotionRecord]:
         for deal in self.plan.pricing.deals:
@@ -762,24 +787,33 @@ class _Series:
                 announced_at=_midnight(deal.event.starts) - timedelta(days=UPCOMING_DAYS),
             )
 
-    def _day(self, i: int) -> Iterator[Record]:
+    def _day(self, i: int, keep: bool = True) -> list[Record]:
+        """Day i's records. With `keep` False every draw is made and no record built:
+        validating the records is most of a day's cost, and replaying the days a store
+        already holds needs only the state they leave."""
         sku, day = self.plan.sku, self.window.day(i)
-        at = datetime(day.year, day.month, day.day, self.plan.hour, self.plan.minute, tzinfo=UTC)
         deal, weekend = self.plan.pricing.deal_on(i), day.weekday() >= 5
         price = self._price(i, deal, weekend)
         unit = price if deal is None or deal.kind == "price" else deal.unit_price(price)
         on_hand = self._receive(i)
         units = min(on_hand, _poisson(self.rng, self._mean_units(i, unit, deal, weekend)))
         self._sell(i, units)
-        yield PriceRecord(
-            sku=sku, ts=at, price=price, currency="USD", list_price=self._list_price(price)
-        )
-        yield StockRecord(sku=sku, ts=at, quantity=on_hand)
-        yield SalesRecord(sku=sku, date=day, units=units)
-        for _ in range(_poisson(self.rng, self._mean_reviews(units))):
-            yield self._review(i, day)
+        reviews = [
+            self._review(i, day) for _ in range(_poisson(self.rng, self._mean_reviews(units)))
+        ]
         if i in self.plan.reviewing.hostile_days:
-            yield self._hostile_review(day)
+            reviews.append(self._hostile_review(day))
+        if not keep:
+            return []
+        at = datetime(day.year, day.month, day.day, self.plan.hour, self.plan.minute, tzinfo=UTC)
+        return [
+            PriceRecord(
+                sku=sku, ts=at, price=price, currency="USD", list_price=self._list_price(price)
+            ),
+            StockRecord(sku=sku, ts=at, quantity=on_hand),
+            SalesRecord(sku=sku, date=day, units=units),
+            *(review.record(sku) for review in reviews),
+        ]
 
     def _price(self, i: int, deal: _Deal | None, weekend: bool) -> float:
         pricing = self.plan.pricing
@@ -827,27 +861,18 @@ class _Series:
         at = _midnight(day) + timedelta(seconds=self.rng.randrange(86_400))
         return f"{self.plan.sku}-R{self.reviews:05d}", at
 
-    def _review(self, i: int, day: date) -> ReviewRecord:
+    def _review(self, i: int, day: date) -> _DrawnReview:
         review_id, at = self._next_review(day)
         reviewing = self.plan.reviewing
         rating = min(5, max(1, round(self.rng.gauss(reviewing.quality_on(i), 0.8))))
         declined = reviewing.drop > 0 and i >= reviewing.drop_from
-        return ReviewRecord(
-            sku=self.plan.sku,
-            review_id=review_id,
-            ts=at,
-            rating=rating,
-            text=self._text(rating, declined),
-            verified=self.rng.random() < 0.9,
-        )
+        text = self._text(rating, declined)
+        return _DrawnReview(review_id, at, rating, text, verified=self.rng.random() < 0.9)
 
-    def _hostile_review(self, day: date) -> ReviewRecord:
+    def _hostile_review(self, day: date) -> _DrawnReview:
         """Verified on purpose: a purchase is cheap, so the badge must not work as a filter."""
         review_id, at = self._next_review(day)
-        text = self.rng.choice(_HOSTILE)
-        return ReviewRecord(
-            sku=self.plan.sku, review_id=review_id, ts=at, rating=5, text=text, verified=True
-        )
+        return _DrawnReview(review_id, at, 5, self.rng.choice(_HOSTILE), verified=True)
 
     def _text(self, rating: int, declined: bool) -> str:
         chinese = self.rng.random() < self.plan.reviewing.zh_share
@@ -989,16 +1014,57 @@ def simulate(
     every record is an idempotent upsert of the same values.
     """
     window, plans = _plans(skus, days, seed, end)
-    counts = dict.fromkeys(("product", "price", "stock", "sales", "review", "promotion"), 0)
     written = 0
     with store.transaction() as conn:
         for plan in plans:
             written += store.apply_one(conn, _product_record(plan))
-    counts["product"] = len(plans)
+    return _write_series(store, plans, window, seed, 0, written, progress)
+
+
+def extend(
+    store: MarketStore,
+    *,
+    skus: int,
+    days: int,
+    seed: int,
+    end: date,
+    after: date | None = None,
+    through: date,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimulationSummary:
+    """Write the days after `after` (default: `end`) through `through` of the market that
+    `simulate` built with these arguments, as if it had gone on running.
+
+    Every product keeps the plan drawn for the built window and its series is replayed
+    from the window's first day, so the new days continue the stored ones (price level,
+    stock, review numbering) and the result is the same whatever steps it is extended
+    in. Promotions are those the build announced: no sale past `end` + `UPCOMING_DAYS`
+    is added, since drawing one would change the plans and so the stored history.
+    """
+    window, plans = _plans(skus, days, seed, end)
+    if through <= end:
+        raise ValueError(f"through must be after the market's end {end}, got {through}")
+    first = window.index(max(after or end, end)) + 1
+    longer = _Window(window.start, window.index(through) + 1)
+    return _write_series(store, plans, longer, seed, first, 0, progress)
+
+
+def _write_series(
+    store: MarketStore,
+    plans: Sequence[_Plan],
+    window: _Window,
+    seed: int,
+    from_day: int,
+    written: int,
+    progress: Callable[[int, int], None] | None,
+) -> SimulationSummary:
+    """The products' series from day `from_day` on, `BATCH_PRODUCTS` per transaction."""
+    counts = dict.fromkeys(("product", "price", "stock", "sales", "review", "promotion"), 0)
+    counts["product"] = len(plans) if from_day == 0 else 0
     for begin in range(0, len(plans), BATCH_PRODUCTS):
         with store.transaction() as conn:
             for done, plan in enumerate(plans[begin : begin + BATCH_PRODUCTS], begin + 1):
-                records = list(_Series(plan, window, seed).records())
+                records = list(_Series(plan, window, seed).records(from_day))
                 for record in records:
                     counts[record.type] += 1
                 written += store.apply_many(conn, records)
