@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_rules import neutral
+from worthit.decide.backtest import Score, Summary, plan_replay
 from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastSnapshot
 from worthit.decide.forecast_refit import StoreForecasts
+from worthit.decide.forecast_replay import compare_policies
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, VerdictKind
 from worthit.decide.verdict_cache import VerdictCache
@@ -147,12 +150,42 @@ def _lines(seed: int = 11) -> list[str]:
     return out
 
 
-def test_the_service_fits_the_store_off_the_request_path_and_the_verdict_reads_it(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "market.db"
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("forecast") / "market.db"
     store = MarketStore(path)
     run_import(store, _lines())
+    store.close()
+    return path
+
+
+def test_the_backtest_scores_the_served_verdict_beside_the_trackers(market: Path) -> None:
+    """`worthit backtest --anchors --forecast`: every policy on worthit's own counted
+    decisions; the served verdict follows the forecaster where it has a model."""
+    store = MarketStore(market)
+    plan = plan_replay(store, every=7, horizon=30)
+    scores: dict[str, Score] = {}
+    span = store.price_span()
+    assert span is not None
+    skus = [hit.sku for hit in store.all_names()]
+    rules = Summary()
+    for outcome in compare_policies(FactsBuilder(store), plan, skus, span, scores, True):
+        rules.add(outcome)
+    store.close()
+    assert set(scores) == {"keepa", "camel", "always_wait", "rules+forecast", "forecast"}
+    for score in scores.values():
+        assert score.decisions == rules.overall.counted
+    served = scores["rules+forecast"]
+    assert served.counts != rules.overall.counts, "the forecaster decided nothing"
+    assert served.captured is not None and rules.overall.captured is not None
+    assert served.captured > rules.overall.captured
+
+
+def test_the_service_fits_the_store_off_the_request_path_and_the_verdict_reads_it(
+    market: Path,
+) -> None:
+    path = market
+    store = MarketStore(path)
     now = int(datetime.combine(END, datetime.min.time(), UTC).timestamp() * 1000) + 18 * 3600_000
     with ThreadPoolExecutor(1) as executor:
         forecasts = StoreForecasts(str(path), executor, clock=fixed_clock(now), every_s=60)
