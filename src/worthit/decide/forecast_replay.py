@@ -39,8 +39,6 @@ from worthit.text.time import from_ms
 ANCHOR_WINDOW = DEAL_WINDOW
 KEEPA_SHARE = DEAL_SHARE
 CAMEL_SHARE = 1.05
-HARD_WAITS = frozenset({"out_of_stock", "upcoming_sale", "over_budget"})
-"""Rule reasons for waiting that rest on facts outside the price history."""
 
 ANCHORS = ("keepa", "camel", "always_wait")
 FORECASTS = ("rules+forecast", "forecast")
