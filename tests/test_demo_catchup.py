@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from worthit.cli.market import DEMO_DAYS, DEMO_SEED
 from worthit.decide.rules import decide_verdict
-from worthit.demo.catchup import DemoBuild, catch_up, recall, remember
+from worthit.demo.catchup import DemoBuild, catch_up, recall, recognise, remember
 from worthit.demo.simulator import extend, generate, simulate
 from worthit.facts.builder import FactsBuilder
 from worthit.market.store import MarketStore
@@ -95,6 +96,22 @@ def test_an_imported_market_is_never_brought_forward(tmp_path: Path) -> None:
     assert answer["verdict"] == "INSUFFICIENT_DATA" and "stale_price" in codes(answer)
     assert "brought up" not in said
     assert rows(db) == before
+
+
+def test_a_demo_built_before_builds_were_marked_is_recognised(tmp_path: Path) -> None:
+    """`serve --demo` and `ask` built 180 days with seed 7 and no mark: such a market is
+    recognised by its hero's prices; the imported one above (60 days) is not."""
+    built = datetime.now(UTC).date() - timedelta(days=LATE)
+    db = tmp_path / "old-demo.db"
+    with MarketStore(db) as store:
+        simulate(store, skus=SKUS, days=DEMO_DAYS, seed=DEMO_SEED, end=built)
+        assert recognise(store, DEMO_DAYS + 1, DEMO_SEED) is None
+        assert recognise(store, DEMO_DAYS, DEMO_SEED + 1) is None
+    answer, said = ask(db, "S1")
+    assert CAUGHT_UP.search(" ".join(said.split())) is not None, said
+    assert answer["verdict"] in DECIDED and "stale_price" not in codes(answer)
+    marked = recall(db)
+    assert marked is not None and (marked.skus, marked.end) == (SKUS, built)
 
 
 @pytest.fixture

@@ -233,10 +233,11 @@ def build_demo(
 def catch_up_demo(store: MarketStore) -> None:
     """Simulate the days a demo market missed since its last one, through today, so that
     its prices are not stale (INSUFFICIENT_DATA) when served or asked; any other market
-    is left as it is."""
+    is left as it is. An unmarked demo is one `serve --demo` or `ask` built before builds
+    were marked, so with their sizes."""
     today = from_ms(now_ms()).date()
     with stderr.status("[dim]bringing the demo market up to today…[/]", spinner="dots"):
-        caught = catch_up(store, today)
+        caught = catch_up(store, today, unmarked=(DEMO_DAYS, DEMO_SEED))
     if caught is not None:
         stderr.print(caught.line(), highlight=False)
 

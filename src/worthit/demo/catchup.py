@@ -9,8 +9,10 @@ whatever steps, they are caught up.
 
 Only a market this package built is ever extended. The build is remembered beside the
 market, in the `demo_market` table (this package's own): an imported market has no such
-row and is never written here, so its stale prices show as they should. Nothing else in
-the database (API keys, watches, feedback, explanations) is read or changed.
+row and is never written here, so its stale prices show as they should. A demo built
+before builds were marked is recognised by its hero S1: its title and every daily price
+the simulator writes for it must be in the store, which no other market has. Nothing else
+in the database (API keys, watches, feedback, explanations) is read or changed.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 from worthit.db.connection import Store
 from worthit.db.migrations import Migration, migrate_component
 from worthit.db.open import open_database
-from worthit.demo.simulator import extend
+from worthit.demo.simulator import HEROES_FROM_SKUS, extend, generate
+from worthit.market.records import PriceRecord, ProductRecord
 from worthit.market.store import MarketStore
+from worthit.text.time import DAY_MS, date_to_ms, from_ms, to_ms
 
 COMPONENT = "demo"
 MIGRATIONS = (
@@ -117,15 +121,44 @@ def recall(path: str | Path) -> DemoBuild | None:
     )
 
 
+def recognise(store: MarketStore, days: int, seed: int) -> DemoBuild | None:
+    """The build of an unmarked market that is the demo simulated with `days` and `seed`
+    (the window starts at the market's first price); None for any other market."""
+    hero = store.product("S1")
+    span = store.price_span()
+    if hero is None or span is None:
+        return None
+    end = from_ms(span[0]).date() + timedelta(days=days - 1)
+    records = generate(HEROES_FROM_SKUS, days, seed, end)
+    first = next(records)
+    if not isinstance(first, ProductRecord) or (first.sku, first.title) != ("S1", hero.title):
+        return None
+    expected = {
+        to_ms(r.ts): r.price for r in records if isinstance(r, PriceRecord) and r.sku == "S1"
+    }
+    stored = {p.ts_ms: p.price for p in store.prices("S1", until_ms=date_to_ms(end) + DAY_MS)}
+    if not expected or any(stored.get(ts) != price for ts, price in expected.items()):
+        return None
+    return DemoBuild(store.count_products(), days, seed, end, end)
+
+
 def catch_up(
     store: MarketStore,
     today: date,
+    *,
+    unmarked: tuple[int, int] | None = None,
     progress: Callable[[int, int], None] | None = None,
     timer: Callable[[], float] = time.monotonic,
 ) -> CaughtUp | None:
     """Simulate a demo market's days after its last one through `today`; None when the
-    market is not a demo build or is already there."""
+    market is not a demo build or is already there. `unmarked` is the (days, seed) a
+    demo built before builds were marked would have: such a market is marked and caught
+    up too."""
     build = recall(store.path)
+    if build is None and unmarked is not None:
+        build = recognise(store, *unmarked)
+        if build is not None:
+            remember(store.path, build)
     if build is None or build.through >= today:
         return None
     started = timer()

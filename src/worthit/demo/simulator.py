@@ -4,11 +4,12 @@
 (inclusive): every product first, then each product's promotions and its daily price,
 stock and sales rows with the day's reviews. `simulate` writes the same records into a
 `MarketStore`; `extend` writes the days after `end` of a market it built, as if the
-simulation had gone on (catchup.py brings a demo market up to today with it). The same arguments give byte-identical content: every random choice comes
-from a `random.Random` seeded with a string built from the seed and the SKU (string seeds
-go through SHA-512, so neither `PYTHONHASHSEED` nor the order of anything else matters),
-and the wall clock is read only for the default `end`, today in UTC. Products are
-independent, so a larger `skus` only appends products (once the heroes are in, at 8).
+simulation had gone on (catchup.py brings a demo market up to today with it). The same
+arguments give byte-identical content: every random choice comes from a `random.Random`
+seeded with a string built from the seed and the SKU (string seeds go through SHA-512,
+so neither `PYTHONHASHSEED` nor the order of anything else matters), and the wall clock
+is read only for the default `end`, today in UTC. Products are independent, so a larger
+`skus` only appends products (once the heroes are in, at 8).
 Python only promises that `Random.random()` repeats across versions; the other draws
 are stable within one Python version.
 
