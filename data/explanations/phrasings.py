@@ -220,14 +220,14 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "forecast_buy": (
             "waiting is unlikely to pay: its price dropped {drop_pct}% or more within {horizon} "
-            "days in only {drops} of the last {moments} comparable moments",
+            "days in {drops} of the last {moments} comparable moments",
             "waiting for {deal_price} is expected to cost {cost_pct}%: its price dropped "
-            "{drop_pct}% or more in only {drops} of the last {moments} comparable moments",
+            "{drop_pct}% or more in {drops} of the last {moments} comparable moments",
         ),
         "forecast_deal": (
             "at {current} it is a deal here, {deal_price} or less",
             "{current} is a deal here ({deal_price} or less), and its price dropped further in "
-            "only {drops} of the last {moments} comparable moments",
+            "{drops} of the last {moments} comparable moments",
         ),
     },
     "zh": {

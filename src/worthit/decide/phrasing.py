@@ -155,8 +155,8 @@ _EN: dict[str, str] = {
     ),
     "forecast_deal": (
         "At {current} it is a deal here ({deal_price} or less), and its price dropped "
-        "{drop_pct}% or more further within {horizon} days in only {drops} of the last "
-        "{moments} comparable moments."
+        "{drop_pct}% or more further within {horizon} days in {drops} of the last {moments} "
+        "comparable moments."
     ),
 }
 
@@ -268,7 +268,7 @@ _ZH: dict[str, str] = {
     ),
     "forecast_deal": (
         "当前价{current}已是优惠价（不高于{deal_price}），最近{moments}个可比时点中，"
-        "只有{drops}次价格在{horizon}天内又下降了{drop_pct}%以上。"
+        "有{drops}次价格在{horizon}天内又下降了{drop_pct}%以上。"
     ),
 }
 
@@ -402,7 +402,7 @@ _JA: dict[str, str] = {
     ),
     "forecast_deal": (
         "現在の{current}はお得な価格（{deal_price}以下）で、直近{moments}回の比較できる時点のうち"
-        "{horizon}日以内にさらに{drop_pct}%以上下がったのは{drops}回だけです。"
+        "{horizon}日以内にさらに{drop_pct}%以上下がったのは{drops}回です。"
     ),
 }
 
