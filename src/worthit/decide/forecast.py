@@ -210,6 +210,22 @@ class StoreForecaster:
 
     def _fit_all(self, series: Sequence[ProductSeries]) -> None:
         cal, h = self.calendar, self.horizon
+        if not series:
+            return
+        schedule = RollingOrigins(
+            start=max(h + 1, self.first_origin), every=self.refit_every, horizon=h
+        )
+        # Prices with no regular level get no model at any origin: decided before the
+        # features, the dearest part, are built for nothing (the demo market: 27 s of CPU).
+        changed, known = _changes(np.vstack([s.price for s in series]))
+        origins = []
+        for origin in schedule.origins(cal.days - 1):
+            if changed[: origin + 1].sum() > MAX_CHANGE_SHARE * known[: origin + 1].sum():
+                self.withheld += 1
+            else:
+                origins.append(origin)
+        if not origins:
+            return
         shop = shop_signals(series, self.drop, cal.days)
         self.products = {s.sku: product_features(s, shop, cal, h, self.drop) for s in series}
         skus = list(self.products)
@@ -224,16 +240,9 @@ class StoreForecaster:
         days = np.tile(np.arange(cal.days, dtype=np.int64), len(skus))
         priced = ~np.isnan(x[:, 0])
         labelled = priced & ~np.isnan(targets).any(axis=1)
-        schedule = RollingOrigins(
-            start=max(h + 1, self.first_origin), every=self.refit_every, horizon=h
-        )
         out = np.full((len(days), 4), np.nan)
         origin_all = np.full(len(days), -1, dtype=np.int64)
-        changed, known = _changes(np.vstack([self.products[k].price for k in skus]))
-        for origin in schedule.origins(cal.days - 1):
-            if changed[: origin + 1].sum() > MAX_CHANGE_SHARE * known[: origin + 1].sum():
-                self.withheld += 1
-                continue
+        for origin in origins:
             rows = np.flatnonzero(labelled & schedule.trainable(days, origin))
             model = self._fit(x, targets, prices, rows, origin)
             if model is None:
