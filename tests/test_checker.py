@@ -453,6 +453,22 @@ REFUSED = [
         "fluent",
         "repeated_clause",
     ),
+    (
+        "建议再等等，因为15天后Christmas Sale将在15天后开始，价格会降到US$595.55。",
+        _inputs(
+            "zh",
+            "WAIT",
+            [
+                (
+                    "upcoming_sale",
+                    "wait",
+                    "Christmas Sale将在15天后开始，价格US$595.55，比现在低27.4%。",
+                )
+            ],
+        ),
+        "fluent",
+        "repeated_clause",
+    ),
     # a reason of the other side cited for the verdict: the card shows it against
     (
         "建议再等等，因为当前价高于近90天96.1%的价格，而且口碑不错。",

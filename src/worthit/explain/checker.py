@@ -732,7 +732,15 @@ def _repeated_numbers(body: str, names: Sequence[str] = ()) -> str:
         for i, pair in enumerate(pairs):
             if pair[0] != pair[1] and pair in pairs[i + 2 :]:
                 return f"{pair[0]} … {pair[1]} twice"
+        counted = collections.Counter(m.group(0).lower() for m in _NUMBER_UNIT.finditer(sentence))
+        twice = next((unit for unit, n in counted.items() if n > 1), None)
+        if twice:
+            return f"{twice!r} twice"
     return ""
+
+
+_NUMBER_UNIT = re.compile(r"(?<![\d.,])\d+\s?天后|\bin \d+ (?:days?|weeks?)\b")
+"""A span of time said twice in one sentence ("15天后Christmas Sale将在15天后开始")."""
 
 
 def _names_of(inputs: CheckInputs) -> tuple[str, ...]:
