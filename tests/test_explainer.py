@@ -79,7 +79,8 @@ def test_grounded_text_streams_and_is_kept() -> None:
     shown, final = run(model)
     assert final.source == "llm"
     assert final.text == (
-        "Worth buying now because it is only 2.4% above its all-time low of $249.00."
+        "Worth buying now because it is only 2.4% above its all-time low of $249.00. "
+        "It is well rated."
     )
     assert shown.startswith("Worth buying now because it is only")
     assert model.calls[0]["answer_prefix"] == "Worth buying now because"
@@ -135,14 +136,42 @@ def test_a_false_comparison_falls_back_naming_the_claim() -> None:
     assert final.ungrounded == ("$299, which is lower than the all-time low of $249",)
 
 
-def test_stops_reading_the_model_after_its_first_sentence() -> None:
-    """The model's words are its first sentence (explainer.MODEL_SENTENCES): it says why."""
+def test_stops_reading_the_model_after_the_sentences_served_in_english() -> None:
+    """English answers read the model's first two sentences (explainer.MODEL_SENTENCES):
+    why, then what to do; the engine is not read further."""
     model = Scripted(
-        " it is within 2.4% of its low. ", "It is well rated. ", "Third one. ", "Four."
-    )
+        " it is within 2.4% of its low. ", "Go ahead and buy it if you need it. ", "Third one. ",
+        "Four.",
+    )  # fmt: skip
     _, final = run(model)
     assert final.source == "llm"
-    assert final.text == "Worth buying now because it is within 2.4% of its low."
+    assert final.text == (
+        "Worth buying now because it is within 2.4% of its low. Go ahead and buy it if you need it."
+    )
+    assert model.streams[0].consumed == 2
+
+
+def test_chinese_answers_read_the_models_first_sentence_only() -> None:
+    """Chinese keeps the model's first sentence (why): its advice sentences read wrong too
+    often to be shown."""
+    zh_buy = make_verdict(
+        kind=VerdictKind.BUY,
+        language="zh",
+        reasons=(
+            make_reason(
+                code="near_all_time_low",
+                polarity=Polarity.BUY,
+                numbers={"current": 299.0, "low": 249.0, "gap_pct": 2.4},
+                text="当前价$299.00，距历史最低价$249.00（2026-11-05）仅高2.4%。",
+            ),
+        ),
+    )
+    model = Scripted(
+        "现价$299.00离历史最低价$249.00只差2.4%。", "需要的话现在就可以买。", "第三句。"
+    )
+    _, final = run(model, zh_buy)
+    assert final.source == "llm", final.fallback_reason
+    assert final.text == "值得现在买，因为现价$299.00离历史最低价$249.00只差2.4%。"
     assert model.streams[0].consumed == 1
 
 

@@ -27,12 +27,12 @@ DEFAULT_MAX_TOKENS = 64
 """No stop strings go with it: an explanation is one paragraph, but a new line before its
 first word is layout ("because:\n1. The price…"), so the run, not the engine, decides what
 a new line means (see `ExplanationRun._one_paragraph`)."""
-MODEL_SENTENCES = 1
-"""The model's words end after their first sentence, which says why. Read beside their
-reasons, the first adapter's second sentences (what to do) were wrong or empty in most
-answers the checker passed ("Wait for the price of ¥30,348.37" for an inflated "was"
-price, "I can alert you when it is over"), where its first sentences were right in 24 of
-30 (docs/benchmarks.md); the verdict card carries the reasons and the watch offer."""
+MODEL_SENTENCES = {"en": 2, "zh": 1, "ja": 1}
+"""How many of the model's sentences a shopper reads, per language: why, then (English) what
+to do. Read beside their reasons (docs/benchmarks.md "Explanation quality"), the adapter's
+English advice sentences were right in all but one of 100 served answers; its Chinese
+ones often were not ("等价格降到16.5%以内再买", "等价格开始再买") where its first sentences
+were, so Chinese and Japanese keep the model's first sentence and the card offers the watch."""
 CJK_TOKEN_FACTOR = 1.75
 """The same explanation takes about 1.75 times the tokens in Chinese or Japanese: the gold
 answers' median is 71 tokens in Chinese, and 65 % of them are over 64 (English: 15 %)."""
@@ -142,7 +142,9 @@ class ExplanationRun:
         answers do, never needs one."""
         if self._guard is None:
             self._guard = GuardedStream(
-                self.basis.grounds, max_sentences=MODEL_SENTENCES, wording=self._wording
+                self.basis.grounds,
+                max_sentences=MODEL_SENTENCES.get(self.inputs.language, 1),
+                wording=self._wording,
             )
             self._guard.feed(self.prefix)
         return self._guard
