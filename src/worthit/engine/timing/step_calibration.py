@@ -33,6 +33,7 @@ from the engine thread (or before it starts).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -50,9 +51,13 @@ IDLE_PROBE_S = 0.25
 """Idle seconds after which a stale step-time model is re-measured: short, because
 refused traffic leaves only short idle gaps."""
 PROBE_TOKENS = 64
+CALIBRATION_REPEATS = 2
+"""Timed runs of each calibration step, the fastest kept: a step slowed by another process
+taking a core for a moment (llama.cpp's threads then wait on each other) says nothing of
+this machine's speed, and a calibration replaces the model with what it measured."""
 RECALIBRATE_EVERY_S = 5.0
-"""The least time between two calibrations prompted by refusals (each costs four steps,
-~40 ms of the engine's threads here)..."""
+"""The least time between two calibrations prompted by refusals (each costs three 64-token
+and three 1-token steps per step-time model)..."""
 RECALIBRATE_AT_MOST_S = 300.0
 """...doubled, up to this, after each one that found the model right (a one-token step
 within a factor of two of its estimate): deadlines too short for this machine are refused
@@ -89,13 +94,14 @@ class Calibration:
         admission's refusals for time so far."""
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
-        end = len(tokens)
-        runs = [(0, tokens), (0, tokens), (end, tokens[:1]), (end, tokens[:1])]
+        runs = [(0, tokens), (len(tokens), tokens[:1])]
         models = [self.model]
         if self.background_model is not self.model:
             models.insert(0, self.background_model)
         for model in models:
-            timed = self._time_steps("calibration", runs, model, teach=False)
+            timed = self._time_steps(
+                "calibration", runs, model, teach=False, repeats=CALIBRATION_REPEATS
+            )
             model.remeasure(timed[1], timed[0])
         self._calibrated_at = time.monotonic()
         self._refused_at_calibration = refused
@@ -131,14 +137,14 @@ class Calibration:
         )  # fmt: skip
 
     def reprobe_if_stale(self) -> None:
-        """Time two one-token steps if only large steps were seen since the last small
-        one, and the spare sequence id and a KV block are free."""
+        """Time a one-token step (after an untimed one) if only large steps were seen since
+        the last small one, and the spare sequence id and a KV block are free."""
         if self.model.large_steps_since_small == 0 or not self.blocks.is_free(self.seq_id):
             return
         if self.blocks.free_blocks == 0:
             return
         token = self.runner.tokenize("The", add_special=False)[:1] or [1]
-        self._time_steps("probe", [(0, token), (0, token)], self.model)
+        self._time_steps("probe", [(0, token)], self.model)
 
     def _time_steps(
         self,
@@ -146,23 +152,28 @@ class Calibration:
         runs: list[tuple[int, list[int]]],
         model: StepTimeModel,
         teach: bool = True,
+        repeats: int = 1,
     ) -> list[tuple[int, float]]:
-        """Run pairs of steps on model's threads and time the second of each pair (the
-        first pays one-time costs: allocation, a graph of a new shape, a thread count
-        set); teach `model` those unless not `teach`. (tokens, seconds) of each."""
+        """Run each (start, tokens) step of `runs` on model's threads once untimed (it pays
+        one-time costs: allocation, a graph of a new shape, a thread count set), then
+        `repeats` times timed, and keep the fastest; teach `model` those unless not
+        `teach`. (tokens, seconds) of each."""
         config = self.config
         background = model is self.background_model and model is not self.model
         self.runner.set_threads(config.background_threads if background else config.n_threads)
         probe = internal_sequence(request_id, runs[0][1], Detokenizer(self.runner.piece))
         timed = []
-        for i, (start, chunk) in enumerate(runs):
-            self.runner.truncate(self.seq_id, start)
-            t0 = self.clock()
-            self.runner.step([Chunk(probe, self.seq_id, start, list(chunk), sample=False)], {})
-            if i % 2:
-                seconds = self.clock() - t0
-                timed.append((len(chunk), seconds))
-                if teach:
-                    model.observe(len(chunk), seconds, len(chunk) == 1)
+        for start, chunk in runs:
+            fastest = math.inf
+            for i in range(1 + repeats):
+                self.runner.truncate(self.seq_id, start)
+                t0 = self.clock()
+                step = [Chunk(probe, self.seq_id, start, list(chunk), sample=False)]
+                self.runner.step(step, {})
+                if i:
+                    fastest = min(fastest, self.clock() - t0)
+            timed.append((len(chunk), fastest))
+            if teach:
+                model.observe(len(chunk), fastest, len(chunk) == 1)
         self.runner.truncate(self.seq_id, 0)
         return timed
