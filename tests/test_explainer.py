@@ -149,6 +149,7 @@ def test_stops_reading_the_model_after_the_sentences_served_in_english() -> None
         "Worth buying now because it is within 2.4% of its low. Go ahead and buy it if you need it."
     )
     assert model.streams[0].consumed == 2
+    assert final.tokens == {"completion": 2}  # what it was sent, the engine not yet done
 
 
 def test_chinese_answers_read_the_models_first_sentence_only() -> None:

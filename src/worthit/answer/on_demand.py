@@ -117,8 +117,10 @@ async def _drive(
     run: ExplanationRun, stream: TokenStream
 ) -> AsyncIterator[TextPiece | Explanation]:
     finish: str | None = None
+    written = 0
     try:
         async for delta in stream:
+            written += len(delta.token_ids) or (1 if delta.text else 0)
             if delta.text:
                 out = run.feed(delta.text)
                 if out:
@@ -136,18 +138,25 @@ async def _drive(
             deadline = finish if finish == FinishReason.DEADLINE.value else None
             tail, explanation = run.finish(deadline)
     except FallbackError as fallback:
-        yield _with_tokens(fallback.explanation, stream)
+        yield _with_tokens(fallback.explanation, stream, written)
         return
     if tail:
         yield TextPiece(tail)
-    yield _with_tokens(explanation, stream)
+    yield _with_tokens(explanation, stream, written)
 
 
-def _with_tokens(explanation: Explanation, stream: TokenStream) -> Explanation:
-    """The explanation with the engine's token counts, as a new object: the run built it."""
+def _with_tokens(explanation: Explanation, stream: TokenStream, written: int) -> Explanation:
+    """The explanation with the engine's token counts, as a new object: the run built it.
+    A run that stopped reading before the engine ended (its sentences were out, or one was
+    refused) has no completion to read: it counts the tokens it was sent (a remote chunk
+    without token ids as one), so the model's work is never reported as none."""
     done = stream.completion
     if done is None:
-        return explanation
+        return (
+            dataclasses.replace(explanation, tokens={"completion": written})
+            if written
+            else explanation
+        )
     tokens = {
         "prompt": done.prompt_tokens,
         "cached": done.cached_tokens,
