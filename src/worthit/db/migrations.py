@@ -77,13 +77,23 @@ def migrate_component(
     if not is_sqlite(conn):
         return _migrate_postgres(conn, component, migrations)
     conn.execute(_COMPONENTS)
-    current = component_version(conn, component)
-    _check_not_newer(component, current, migrations)
-    applied = []
-    for migration in migrations:
-        if current < migration.version:
-            apply_migration(conn, migration, _RECORD, (component, migration.version))
-            applied.append(migration.version)
+    # The version is read under the write lock: two `serve --workers` opening a fresh
+    # database at once would otherwise both read 0 and the second fail on "table exists".
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = component_version(conn, component)
+        _check_not_newer(component, current, migrations)
+        applied = []
+        for migration in migrations:
+            if current < migration.version:
+                for statement in _split_statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(_RECORD, (component, migration.version))
+                applied.append(migration.version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied
 
 
