@@ -91,6 +91,15 @@ class StoreForecasts:
             )
         return snapshot
 
+    def close(self) -> None:
+        """Stop fitting now. A fit in flight is killed, not waited for: nobody will read its
+        result, and a process pool's exit otherwise joins it, which held Ctrl-C on `serve`
+        for a minute when it came during the first fit."""
+        processes = dict(getattr(self.executor, "_processes", None) or {})
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes.values():
+            process.terminate()
+
     async def run(self) -> None:
         """Fit now, then every `every_s`; a failed fit keeps the last snapshot."""
         while True:

@@ -200,7 +200,7 @@ async def open_service(
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if forecasts is not None:
-            forecasts.executor.shutdown(wait=False, cancel_futures=True)
+            forecasts.close()
         explanations.close()
         calibration.close()
         if audit is not None:
