@@ -176,11 +176,13 @@ def test_a_phone_sees_no_engine_internals_no_empty_rating_and_labels_off_the_lin
     is what puts the estimate and the budget into the answer's timings."""
     import httpx
 
-    from service_fixtures import fake_engine
+    from engine_fakes import FakeRunner
 
-    engine = fake_engine()
-    engine.step_model.overhead_s = 0.05
-    engine.step_model.per_token_s = 0.05
+    from worthit.engine.config import EngineConfig
+    from worthit.engine.engine import Engine
+
+    config = EngineConfig(context_size=4096, block_size=16)
+    engine = Engine(FakeRunner(n_ctx=config.context_size, step_delay_s=(0.05, 0.002)), config)
     settings = market_settings(market_copy, auth=False, default_deadline_ms=300)
     with LiveServer(create_app(settings, engine=engine)) as server, sync_playwright() as pw:
         answer = httpx.post(

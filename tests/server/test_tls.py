@@ -365,6 +365,7 @@ def test_worthit_serve_over_https_with_the_bundled_model(
     server = subprocess.Popen(
         [sys.executable, "-m", "worthit", "serve", "--demo", "--db", str(market),
          "--port", str(port), "--no-background", "--live-rate", "0",
+         "--stale-price-days", "36500",  # the small market ends on a pinned day, long past
          "--tls-cert", str(certs.cert), "--tls-key", str(certs.key)],
         stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
     )  # fmt: skip
