@@ -176,10 +176,10 @@ def test_a_phone_sees_no_engine_internals_no_empty_rating_and_labels_off_the_lin
     is what puts the estimate and the budget into the answer's timings."""
     import httpx
 
-    from engine_fakes import FakeRunner
-
     from worthit.engine.config import EngineConfig
     from worthit.engine.engine import Engine
+
+    from engine_fakes import FakeRunner
 
     config = EngineConfig(context_size=4096, block_size=16)
     engine = Engine(FakeRunner(n_ctx=config.context_size, step_delay_s=(0.05, 0.002)), config)
