@@ -176,6 +176,31 @@ def test_chinese_answers_read_the_models_first_sentence_only() -> None:
     assert model.streams[0].consumed == 1
 
 
+def test_a_sale_named_with_a_number_at_a_sentence_end_is_no_list_marker() -> None:
+    """ "…ahead of Double 12. Wait for it…" read " 12." as the next list item and served
+    "ahead of Double ." with the sale's name cut."""
+    wait = make_verdict(
+        kind=VerdictKind.WAIT,
+        reasons=(
+            make_reason(
+                code="pre_sale_hike",
+                polarity=Polarity.WAIT,
+                numbers={"raised_pct": 15.7, "raised_from": 187.71},
+                text="A pre-sale hike: the price was raised 15.7% above $187.71 over the last "
+                "14 days, ahead of Double 12.",
+            ),
+        ),
+    )
+    model = Scripted(
+        " the price was raised 15.7% above $187.71 over the last 14 days, ahead of Double",
+        " 12",
+        ". Hold off for now; I can tell you when it drops.",
+    )
+    shown, final = run(model, wait)
+    assert "Double ." not in shown + final.text
+    assert "ahead of Double 12." in final.text, (final.source, final.fallback_reason, final.text)
+
+
 def test_an_invented_price_falls_back_to_the_template_before_it_is_shown() -> None:
     model = Scripted(" it was $27", "7 last week", " and is cheap now.")
     shown, final = run(model)

@@ -271,7 +271,9 @@ _LIST_MARKER = re.compile(r"^(\s*(?:of\s*)?[:：]?)\s*(?:\d{1,2}[.)、]|[-*•])
 """A list opened right after the headline ("because: 1. The price…", "because:\n- it")."""
 
 
-_NEXT_ITEM = re.compile(r"(?:[,;，；]\s*|\s+)\d{1,2}[.)、](?=\s)")
+_NEXT_ITEM = re.compile(r"(?:[,;，；]\s*|\s+)[2-9][.)、](?=\s)")
+"""The next item of a list the model started ("…its low, 2. The…"): one digit, two to nine.
+A sale's name that ends a sentence ("ahead of Double 12. Wait…") is no list marker."""
 _MAYBE_NEXT_ITEM = re.compile(r"(?:[,;，；]\s*\d{0,2}|\s+\d{1,2})[.)、]?$")
 """Held back until the next character: " 2" may become " 2. The…" or " 20%"."""
 
