@@ -86,9 +86,7 @@ def migrate_component(
         applied = []
         for migration in migrations:
             if current < migration.version:
-                for statement in _split_statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(_RECORD, (component, migration.version))
+                _execute(conn, migration, _RECORD, (component, migration.version))
                 applied.append(migration.version)
         conn.execute("COMMIT")
     except BaseException:
@@ -143,13 +141,20 @@ def apply_migration(
     """One migration and the statement recording it, in one transaction."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _split_statements(migration.sql):
-            conn.execute(statement)
-        conn.execute(record, params)
+        _execute(conn, migration, record, params)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _execute(
+    conn: Connection, migration: Migration, record: str, params: tuple[object, ...]
+) -> None:
+    """A migration's statements and the one recording it, inside the caller's transaction."""
+    for statement in _split_statements(migration.sql):
+        conn.execute(statement)
+    conn.execute(record, params)
 
 
 def _split_statements(script: str) -> list[str]:
