@@ -138,6 +138,23 @@ def test_the_generator_writes_the_most_demanded_pairs_first_with_best_of_k(
     assert (answer["explanation_source"], answer["cached"]) == ("llm", True)
 
 
+def test_the_generator_writes_while_its_first_pass_is_still_walking(market: Path) -> None:
+    """Writing starts with the first pair found missing, not after the walk has looked at
+    every pair of the market (the engine would sit idle on a fresh store meanwhile)."""
+    passes_at_call: list[int] = []
+
+    class Recording(ScriptedEngine):
+        def submit(self, **request: Any) -> Any:
+            passes_at_call.append(generator.stats.passes)
+            return super().submit(**request)
+
+    answerer = answerer_over(market, Recording(GOOD))
+    generator = ExplanationGenerator(answerer, parallel=1)
+    stats = asyncio.run(generator.run(until_covered=True))
+    assert passes_at_call[0] == 0 and stats.passes == 1
+    assert stats.kept + stats.failed == stats.pairs == len(LANGUAGES) * 60
+
+
 def test_inputs_no_try_can_explain_are_stored_as_failed_and_not_retried_at_once(
     market: Path,
 ) -> None:
