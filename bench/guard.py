@@ -26,8 +26,8 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import QUESTIONS
 from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.cli.engine_host import run_with_engine
+from worthit.cli.explain import warm_engine_config
 from worthit.demo.simulator import simulate
-from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_lora_path, resolve_model_path
 from worthit.engine.runner import LlamaRunner
@@ -54,9 +54,7 @@ def main() -> None:
         print("building the demo market …", file=sys.stderr)
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         simulate(MarketStore(args.db), skus=2000, days=180, seed=7)
-    config = EngineConfig(
-        n_threads=args.threads, background_threads=args.threads, context_size=8192
-    )
+    config = warm_engine_config(args.threads)
     model = resolve_model_path(args.model)
     lora = resolve_lora_path(args.lora, model, bundled_adapter_path())
     engine = Engine(LlamaRunner(model, config, lora), config)

@@ -32,6 +32,23 @@ from worthit.service.build import build_answerer
 
 WARM_CONTEXT = 8192
 """KV cells for the batch of explanations in flight and the shared instructions' prefix."""
+WARM_STEP_S = 0.5
+"""Longest engine step. `worthit serve` keeps background steps to 30 ms so that a live
+request never waits long for the engine; alone on the machine there is none to wait, and
+a 30-ms step holds about five tokens on a 2.1-GHz Xeon, too few to decode the batch
+together: 48 explanations written 8 at once took 80 s in 30-ms steps and 48-64 s in
+0.25-1 s steps (bench/guard.py)."""
+
+
+def warm_engine_config(threads: int) -> EngineConfig:
+    """The engine of a run that writes explanations alone on the machine (`explain --warm`
+    and `bench/guard.py`): every thread on background work, in long steps."""
+    return EngineConfig(
+        context_size=WARM_CONTEXT,
+        n_threads=threads,
+        background_threads=threads,
+        max_background_step_s=WARM_STEP_S,
+    )
 
 
 def explain_command(
@@ -69,9 +86,7 @@ def explain_command(
     model_path, lora_path = model_files(model, lora)
     engine = None
     if warm:
-        config = EngineConfig(
-            context_size=WARM_CONTEXT, n_threads=threads, background_threads=threads
-        )  # alone on the machine: every core writes
+        config = warm_engine_config(threads)
         engine = Engine(LlamaRunner(model_path, config, lora_path), config)
     explanations = SqliteExplanationStore(path, capacity)
     answerer = build_answerer(
@@ -102,6 +117,7 @@ def explain_command(
         "tries": dict(sorted(stats.tries.items())),
         "seconds": round(time.monotonic() - started, 1),
         "per_second": round(stats.per_second, 3),
+        "completion_tokens": stats.completion_tokens,
     }
     if as_json:
         print(json.dumps(summary))
