@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_rules import neutral
+from test_rules import neutral, with_avg90
 from worthit.decide.backtest import Score, Summary, plan_replay
+from worthit.decide.forecast import StoreForecaster
 from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastSnapshot
 from worthit.decide.forecast_refit import StoreForecasts
 from worthit.decide.forecast_replay import compare_policies
@@ -30,6 +31,7 @@ from worthit.market.store import MarketStore
 from worthit.text.time import fixed_clock
 
 FORECASTS = {"forecast_wait", "forecast_buy", "forecast_deal"}
+DEALS = {"deal_buy", "deal_wait"}
 
 
 def forecast(**overrides: Any) -> Forecast:
@@ -209,10 +211,126 @@ def test_the_service_fits_the_store_off_the_request_path_and_the_verdict_reads_i
         assert VerdictCache().verdict(sheet, "en") == decide_verdict(sheet)
         decided[lead.code] = decided.get(lead.code, 0) + 1
     assert decided.get("forecast_wait") and decided.get("forecast_deal")
-    # a price moved since the fit: that product's forecast says nothing until the next
+    # a price moved since the fit: that product's forecast says nothing until the next,
+    # and on this store of regular prices the deal rule stands in for it
+    assert snapshot.deal_rule
     sku, fc = next(iter(snapshot.by_sku.items()))
     sheet = builder.build(sku)
     assert sheet is not None
     moved = replace(sheet, current_price=fc.price + 1, effective_price=None, version="moved")
-    assert cache.verdict(moved, "en") == decide_verdict(moved)
+    assert cache.verdict(moved, "en") == decide_verdict(moved, deal_rule=True)
+    assert cache.verdict(moved, "en").reasons[0].code in DEALS
     store.close()
+
+
+def test_without_a_forecast_the_deal_rule_decides_where_prices_keep_a_level() -> None:
+    """A sale's step down reads as a falling price: the rules wait through it (a tie of
+    `below_90d_avg` and `price_falling`, a product not well rated) and the shopper pays the
+    regular price when it ends. Where the store's prices keep a regular level and there is
+    no forecast yet, the deal rule decides instead: BUY at a deal, and at an ordinary price
+    a WAIT that says what it waits for, where the rules bought near a low that never moved."""
+    sale = neutral(current_price=270.0, trend_30d_pct=-8.0, windows=with_avg90(300.0))
+    assert decide_verdict(sale).kind is VerdictKind.WAIT
+    verdict = decide_verdict(sale, deal_rule=True)
+    assert verdict.kind is VerdictKind.BUY
+    assert verdict.reasons[0].code == "deal_buy"
+    assert verdict.reasons[0].text == (
+        "At $270.00 it is a deal: 5% or more under its 90-day average of $300.00 ($285.00 or less)."
+    )
+    assert verdict.confidence == 0.5
+
+    flat = neutral(all_time_low=295.0)
+    assert decide_verdict(flat).kind is VerdictKind.BUY  # near_all_time_low
+    verdict = decide_verdict(flat, deal_rule=True)
+    assert verdict.kind is VerdictKind.WAIT
+    lead = verdict.reasons[0]
+    assert lead.code == "deal_wait" and lead.numbers["deal_price"] == 285.0
+    assert lead.text == (
+        "Not a deal yet at $300.00: a deal here is $285.00 or less (5% under its 90-day "
+        "average of $300.00). There is no forecast for it yet, so wait for one."
+    )
+    zh = decide_verdict(flat, "zh", deal_rule=True).reasons[0].text
+    assert "US$285.00" in zh and "US$300.00" in zh
+    ja = decide_verdict(flat, "ja", deal_rule=True).reasons[0].text
+    assert "$285.00" in ja and "5%" in ja
+
+
+def test_the_deal_rule_stands_aside_for_a_forecast_and_for_what_prices_cannot_show() -> None:
+    sale = neutral(current_price=270.0, trend_30d_pct=-8.0, windows=with_avg90(300.0))
+    fc = forecast(price=270.0, expected_wait_price=260.0)
+    assert decide_verdict(sale, forecast=fc, deal_rule=True) == decide_verdict(sale, forecast=fc)
+    gone = decide_verdict(replace(sale, stock=0), deal_rule=True)
+    assert gone.kind is VerdictKind.WAIT
+    assert {r.code for r in gone.reasons}.isdisjoint(DEALS)
+    over = decide_verdict(sale, budget=200.0, deal_rule=True)
+    assert over.kind is VerdictKind.WAIT and over.reasons[0].code == "over_budget"
+    short = neutral(observations=5)
+    assert decide_verdict(short, deal_rule=True) == decide_verdict(short)
+
+
+def _noisy_lines() -> list[str]:
+    """Six products whose prices move every day around their level, as the simulator's do."""
+    rng = np.random.default_rng(5)
+    out = []
+    for k in range(6):
+        sku = f"N{k}"
+        out.append(json.dumps({"type": "product", "sku": sku, "title": f"Noisy {k}",
+                               "brand": "", "category": "c"}))  # fmt: skip
+        for i in range(120):
+            at = datetime.combine(END - timedelta(days=119 - i), datetime.min.time(), UTC)
+            ts = (at + timedelta(hours=12)).isoformat().replace("+00:00", "Z")
+            price = round(float(rng.uniform(95, 105)), 2)
+            out.append(json.dumps({"type": "price", "sku": sku, "ts": ts, "price": price,
+                                   "currency": "USD"}))  # fmt: skip
+    return out
+
+
+def test_the_deal_rule_reads_the_stores_prices_up_to_the_day(market: Path, tmp_path: Path) -> None:
+    """Regular prices: the deal rule judges from the first day, before any model; prices
+    that move daily: never, the rules do. What decides a day reads nothing after it."""
+    store = MarketStore(market)
+    builder = FactsBuilder(store)
+    histories = [h for h in (builder.history(x.sku) for x in store.all_names()) if h]
+    first = END - timedelta(days=DAYS - 1)
+    forecaster = StoreForecaster.build(histories, first, END, 30)
+    early = first + timedelta(days=20)
+    assert all(forecaster.at(h.product.sku, early) is None for h in histories)
+    assert all(forecaster.deal_rule_at(first + timedelta(days=d)) for d in range(1, DAYS))
+    assert not forecaster.deal_rule_at(first - timedelta(days=1))
+    cut = StoreForecaster.build(histories, first, early, 30)
+    for d in range(DAYS):
+        day = first + timedelta(days=d)
+        if day <= early:
+            assert cut.deal_rule_at(day) == forecaster.deal_rule_at(day)
+    store.close()
+
+    noisy = MarketStore(tmp_path / "noisy.db")
+    run_import(noisy, _noisy_lines())
+    builder = FactsBuilder(noisy)
+    histories = [h for h in (builder.history(x.sku) for x in noisy.all_names()) if h]
+    first = END - timedelta(days=119)
+    forecaster = StoreForecaster.build(histories, first, END, 30)
+    assert not any(forecaster.deal_rule_at(first + timedelta(days=d)) for d in range(120))
+    noisy.close()
+
+
+def test_the_served_verdict_is_at_least_the_forecasters_before_it_has_a_model(
+    market: Path,
+) -> None:
+    """The first weeks of a store have no model; the served verdict (rules + forecaster)
+    used to leave the rules' price reasons to answer there, and trailed the forecaster
+    alone, which follows the deal rule until it has one."""
+    store = MarketStore(market)
+    span = store.price_span()
+    assert span is not None
+    plan = plan_replay(store, every=1, horizon=30)
+    plan = replace(plan, last=plan.first + timedelta(days=45))
+    scores: dict[str, Score] = {}
+    skus = [hit.sku for hit in store.all_names()]
+    for _ in compare_policies(FactsBuilder(store), plan, skus, span, scores, True):
+        pass
+    store.close()
+    served, alone = scores["rules+forecast"], scores["forecast"]
+    assert served.counted > 0 and alone.captured is not None
+    assert served.saving >= alone.saving - 1e-6
+    assert served.worse_off <= alone.worse_off

@@ -128,19 +128,24 @@ class _Product:
     def __init__(self, builder: FactsBuilder, history: ProductHistory) -> None:
         self.builder = builder
         self.history = history
-        self._verdicts: dict[tuple[date, bool], Verdict] = {}
+        self._verdicts: dict[tuple[date, bool, bool], Verdict] = {}
         self._prices: dict[date, float | None] = {}
 
     def verdict(
-        self, day: date, forecast: Forecast | None = None, policy: ForecastPolicy = DEFAULT_POLICY
+        self,
+        day: date,
+        forecast: Forecast | None = None,
+        policy: ForecastPolicy = DEFAULT_POLICY,
+        deal_rule: bool = False,
     ) -> Verdict:
         """The verdict as of the end of `day`: the rules alone, or given that day's forecast
-        (one policy per replay, so the day and whether a forecast was given key it)."""
-        key = (day, forecast is not None)
+        and whether the deal rule stands in for a missing one (one policy per replay, so the
+        day and what was given key it)."""
+        key = (day, forecast is not None, deal_rule)
         cached = self._verdicts.get(key)
         if cached is None:
             sheet = self.builder.build_from(self.history, end_of_day_ms(day))
-            verdict = decide_verdict(sheet, forecast=forecast, policy=policy)
+            verdict = decide_verdict(sheet, forecast=forecast, policy=policy, deal_rule=deal_rule)
             cached = self._verdicts[key] = verdict
         return cached
 

@@ -38,9 +38,8 @@ from sklearn.ensemble import (  # type: ignore[import-untyped]
 )
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from worthit.decide.forecast_advice import Forecast
+from worthit.decide.forecast_advice import DEAL_SHARE, Forecast
 from worthit.decide.forecast_features import (
-    DEAL_SHARE,
     FEATURES,
     Calendar,
     ProductFeatures,
@@ -169,6 +168,9 @@ class StoreForecaster:
     withheld: int = 0
     """Origins that fit no model: prices with no regular level (`MAX_CHANGE_SHARE`), or a
     deal rule that left too many dearer (`MAX_WAIT_WORSE`)."""
+    regular: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Per day: the store's prices up to that day keep a regular level (they changed on
+    at most `MAX_CHANGE_SHARE` of their days), the change-share gate read day by day."""
 
     @classmethod
     def build(
@@ -218,6 +220,8 @@ class StoreForecaster:
         # Prices with no regular level get no model at any origin: decided before the
         # features, the dearest part, are built for nothing (the demo market: 27 s of CPU).
         changed, known = _changes(np.vstack([s.price for s in series]))
+        seen_changed, seen_known = np.cumsum(changed), np.cumsum(known)
+        self.regular = (seen_known > 0) & (seen_changed <= MAX_CHANGE_SHARE * seen_known)
         origins = []
         for origin in schedule.origins(cal.days - 1):
             if changed[: origin + 1].sum() > MAX_CHANGE_SHARE * known[: origin + 1].sum():
@@ -312,6 +316,17 @@ class StoreForecaster:
         )
         self.fits += 1
         return fitted
+
+    def deal_rule_at(self, day: date) -> bool:
+        """Whether, on `day`, a product without a forecast is judged by the deal rule (the
+        baseline the forecaster improves on) rather than by the rules' price reasons: where
+        the store's prices up to that day keep a regular level. That is the case until a
+        young store has matured enough rows for a model, for a product too new for one,
+        and where a model was withheld because the deal rule's waits ended dearer. Prices
+        that move on most days (the simulator's) have no level for a deal to fall from, and
+        the rules judge them."""
+        i = self.calendar.index(day)
+        return 0 <= i < len(self.regular) and bool(self.regular[i])
 
     def at(self, sku: str, day: date) -> Forecast | None:
         """The forecast for `sku` at the end of `day`, or None when there is no model for

@@ -10,6 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 
+DEAL_SHARE = 0.95
+"""A deal: a price at or below this share of its 90-day average (Keepa's deltaPercent
+against the 90-day average). The deal rule buys at one and waits for one otherwise; the
+forecaster improves on that rule, and decides in its place where it has no forecast
+(`decide_verdict`'s `deal_rule`)."""
+
 DEFAULT_REFIT_S = 3600.0
 """How often the service fits the store's forecaster again (decide/forecast_refit.py):
 prices move through the day, what the history says about them hardly does."""
@@ -90,6 +96,10 @@ class ForecastSnapshot:
     day: date
     by_sku: Mapping[str, Forecast]
     fitted_in_s: float = 0.0
+    deal_rule: bool = False
+    """The store's prices keep a regular level (`StoreForecaster.deal_rule_at`), so a
+    product without a forecast here is judged by the deal rule the forecaster improves on,
+    not by the rules' price reasons."""
 
     def forecast(self, sku: str, price: float | None, day: str) -> Forecast | None:
         """The forecast for `sku` at `price` on `day` (ISO, a sheet's `as_of` will do)."""
@@ -97,3 +107,8 @@ class ForecastSnapshot:
         if found is None or price is None or day[:10] != self.day.isoformat():
             return None
         return found if abs(found.price - price) < 0.005 else None
+
+    def deal_rule_on(self, day: str) -> bool:
+        """Whether the deal rule judges a product without a forecast on `day` (ISO): the
+        fit's own day only, as for its forecasts."""
+        return self.deal_rule and day[:10] == self.day.isoformat()

@@ -26,6 +26,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 from worthit.decide.as_of import end_of_day_ms
+from worthit.decide.forecast_advice import DEAL_SHARE
 from worthit.facts.builder import ProductHistory, effective_price_at
 
 Array = NDArray[np.float64]
@@ -39,10 +40,9 @@ FEATURES: tuple[str, ...] = (
 )  # fmt: skip
 """The columns of `ProductFeatures.x`, in order."""
 
-DEAL_SHARE = 0.95
 DEAL_WINDOW = 90
-"""A deal: a price at or below 0.95 × its 90-day average (Keepa's deltaPercent against the
-90-day average). The shopper who waits buys at the first one."""
+"""A deal: a price at or below `DEAL_SHARE` × its 90-day average (Keepa's deltaPercent
+against the 90-day average). The shopper who waits buys at the first one."""
 COMPARABLE_SPACING = 7
 """Comparable moments are at least a week apart, so one long sale is not counted daily."""
 COMPARABLE_KEPT = 10

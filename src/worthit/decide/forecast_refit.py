@@ -49,7 +49,8 @@ def fit_store(path: str, at_ms: int, horizon: int = DEFAULT_HORIZON) -> Forecast
         }
     finally:
         store.close()
-    return ForecastSnapshot(today, by_sku, round(time.process_time() - started, 2))
+    fitted_in_s = round(time.process_time() - started, 2)
+    return ForecastSnapshot(today, by_sku, fitted_in_s, forecaster.deal_rule_at(today))
 
 
 class StoreForecasts:

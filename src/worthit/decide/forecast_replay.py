@@ -15,8 +15,9 @@ says BUY, or on day d + horizon. So the shares are comparable line for line.
   baseline) where it has none yet.
 - rules+forecast: what the service answers (`decide_verdict` given the forecast): the
   rules' WAIT stands when it rests on facts the forecaster cannot see (out of stock, an
-  announced sale, over budget); otherwise the forecaster decides where it has a model, and
-  the rules where it has none.
+  announced sale, over budget); otherwise the forecaster decides where it has a model, the
+  deal rule where it has none and the store's prices keep a regular level
+  (`StoreForecaster.deal_rule_at`), and the rules elsewhere.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from numpy.typing import NDArray
 
 from worthit.decide.backtest import Outcome, ReplayPlan, Score, _Product
 from worthit.decide.forecast import StoreForecaster
-from worthit.decide.forecast_advice import DEFAULT_POLICY, ForecastPolicy
-from worthit.decide.forecast_features import DEAL_SHARE, DEAL_WINDOW, trailing_average
+from worthit.decide.forecast_advice import DEAL_SHARE, DEFAULT_POLICY, ForecastPolicy
+from worthit.decide.forecast_features import DEAL_WINDOW, trailing_average
 from worthit.decide.verdict import VerdictKind
 from worthit.facts.builder import FactsBuilder, ProductHistory
 from worthit.text.time import from_ms
@@ -156,7 +157,7 @@ def _served(
 
     def buys(day: date) -> bool:
         forecast = forecaster.at(sku, day)
-        verdict = product.verdict(day, forecast, policy)
+        verdict = product.verdict(day, forecast, policy, forecaster.deal_rule_at(day))
         return verdict.kind is VerdictKind.BUY
 
     return buys

@@ -158,6 +158,14 @@ _EN: dict[str, str] = {
         "{drop_pct}% or more further within {horizon} days in {drops} of the last {moments} "
         "comparable moments."
     ),
+    "deal_buy": (
+        "At {current} it is a deal: {deal_pct}% or more under its 90-day average of {avg90} "
+        "({deal_price} or less)."
+    ),
+    "deal_wait": (
+        "Not a deal yet at {current}: a deal here is {deal_price} or less ({deal_pct}% under "
+        "its 90-day average of {avg90}). There is no forecast for it yet, so wait for one."
+    ),
 }
 
 _ZH: dict[str, str] = {
@@ -269,6 +277,13 @@ _ZH: dict[str, str] = {
     "forecast_deal": (
         "当前价{current}已是优惠价（不高于{deal_price}），最近{moments}个可比时点中，"
         "有{drops}次价格在{horizon}天内又下降了{drop_pct}%以上。"
+    ),
+    "deal_buy": (
+        "当前价{current}已是优惠价：比90天均价{avg90}低{deal_pct}%以上（不高于{deal_price}）。"
+    ),
+    "deal_wait": (
+        "当前价{current}还不是优惠价：这里的优惠价是{deal_price}或更低（比90天均价{avg90}低"
+        "{deal_pct}%）。目前还没有它的价格预测，建议等到优惠价再买。"
     ),
 }
 
@@ -403,6 +418,15 @@ _JA: dict[str, str] = {
     "forecast_deal": (
         "現在の{current}はお得な価格（{deal_price}以下）で、直近{moments}回の比較できる時点のうち"
         "{horizon}日以内にさらに{drop_pct}%以上下がったのは{drops}回です。"
+    ),
+    "deal_buy": (
+        "現在の{current}はお得な価格です：90日平均{avg90}より{deal_pct}%以上安い"
+        "（{deal_price}以下）です。"
+    ),
+    "deal_wait": (
+        "現在の{current}はまだお得な価格ではありません：お得な価格は{deal_price}以下"
+        "（90日平均{avg90}より{deal_pct}%安い）です。まだ価格予測がないため、お得な価格まで"
+        "待つのがおすすめです。"
     ),
 }
 

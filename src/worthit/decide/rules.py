@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastPolicy
+from worthit.decide.forecast_advice import DEAL_SHARE, DEFAULT_POLICY, Forecast, ForecastPolicy
 from worthit.decide.phrasing import number, sentence
 from worthit.decide.verdict import Polarity, Reason, Verdict, VerdictKind
 from worthit.facts.sheet import EventFact, FactSheet, PromotionFact, RatingFacts
@@ -83,8 +83,11 @@ _WEIGHTS: dict[str, float] = {
     "forecast_wait": 5.0,
     "forecast_buy": 5.0,
     "forecast_deal": 5.0,
+    "deal_wait": 5.0,
+    "deal_buy": 5.0,
 }
-"""A forecast's reason outweighs the price rules: it decides where it is given, so it leads."""
+"""A forecast's reason, or the deal rule's where it stands in for one, outweighs the price
+rules: it decides where it is given, so it leads."""
 
 
 class _Reasons:
@@ -728,11 +731,14 @@ def decide_verdict(
     budget: float | None = None,
     forecast: Forecast | None = None,
     policy: ForecastPolicy = DEFAULT_POLICY,
+    deal_rule: bool = False,
 ) -> Verdict:
     """The verdict from facts alone (and the shopper's budget, when they gave one), or
     with the store's forecast for this product at today's price, which then decides BUY or
-    WAIT unless a reason outside the price history says wait or skip.
-    Pure: the same sheet, budget and forecast always give the same verdict."""
+    WAIT unless a reason outside the price history says wait or skip. `deal_rule`: the
+    store's prices keep a regular level (`StoreForecaster.deal_rule_at`), so without a
+    forecast that applies the deal rule the forecaster improves on decides in its place.
+    Pure: the same sheet, budget, forecast and `deal_rule` always give the same verdict."""
     t = thresholds
     r = _Reasons(sheet, language)
     _quality(r, t)
@@ -745,6 +751,8 @@ def decide_verdict(
         _budget_at_low(r)
         if forecast is not None and policy.applies(forecast):
             _forecast(r, forecast, policy)
+        elif deal_rule:
+            _deal(r)
     stale = _freshness(r, t)
     kind, confidence = _choose(r.items, priced, sheet, t)
     if stale:
@@ -763,6 +771,11 @@ _HARD_WAITS = frozenset({"out_of_stock", "upcoming_sale", "over_budget"})
 """Reasons to wait that rest on facts a price history cannot show: they stand whatever
 the forecast says."""
 _FORECASTS = frozenset({"forecast_wait", "forecast_buy", "forecast_deal"})
+_DEALS = frozenset({"deal_wait", "deal_buy"})
+_DECIDES = _FORECASTS | _DEALS
+"""The reasons that decide BUY or WAIT alone where they are given."""
+DEAL_CONFIDENCE = 0.5
+"""The deal rule's verdict rests on one comparison with no track record behind it."""
 
 
 def _forecast(r: _Reasons, forecast: Forecast, policy: ForecastPolicy) -> None:
@@ -801,6 +814,39 @@ def _forecast(r: _Reasons, forecast: Forecast, policy: ForecastPolicy) -> None:
               shown | {"cost_pct": number(cost)})  # fmt: skip
 
 
+def _deal(r: _Reasons) -> None:
+    """Where the store's prices keep a regular level but no forecast applies to this
+    product (a young store, a new product), the deal rule the forecaster improves on
+    decides: BUY at a deal (at or below `DEAL_SHARE` × the 90-day average), else WAIT for
+    one. The rules' own price reasons are not asked: on a shop with regular prices and
+    sales they wait through a sale whose step down reads as a falling price, and buy at
+    an unremarkable one near a low that never moved (docs/verdict.md, "Real markets").
+    Not where another reason says wait or skip for what the history cannot show."""
+    if any(x.code in _HARD_WAITS or x.polarity is Polarity.SKIP for x in r.items):
+        return
+    s = r.sheet
+    paid, window = _paid(s), s.window(90)
+    if paid is None or window is None or window.avg is None:
+        return
+    deal = DEAL_SHARE * window.avg
+    numbers: dict[str, float | int | str] = {
+        "current": paid,
+        "deal_price": round(deal, 2),
+        "avg90": window.avg,
+        "deal_pct": round(100 * (1 - DEAL_SHARE), 1),
+    }
+    shown: dict[str, object] = {
+        "current": r.money(paid),
+        "deal_price": r.money(deal),
+        "avg90": r.money(window.avg),
+        "deal_pct": number(100 * (1 - DEAL_SHARE)),
+    }
+    if paid <= deal:
+        r.add("deal_buy", Polarity.BUY, numbers, shown)
+    else:
+        r.add("deal_wait", Polarity.WAIT, numbers, shown)
+
+
 def _score(reasons: list[Reason], polarity: Polarity) -> float:
     return sum(_WEIGHTS.get(x.code, 0.0) for x in reasons if x.polarity is polarity)
 
@@ -820,10 +866,11 @@ def _choose(
     history = 0.8 + 0.2 * min(1.0, sheet.days_tracked / 90)
     if codes & _HARD_WAITS:
         return VerdictKind.WAIT, _clamp((0.6 + 0.08 * wait) * history)
-    forecast = next((x for x in reasons if x.code in _FORECASTS), None)
-    if forecast is not None:
-        kind = VerdictKind.WAIT if forecast.polarity is Polarity.WAIT else VerdictKind.BUY
-        return kind, _clamp(float(forecast.numbers["confidence"]) * history)
+    decides = next((x for x in reasons if x.code in _DECIDES), None)
+    if decides is not None:
+        kind = VerdictKind.WAIT if decides.polarity is Polarity.WAIT else VerdictKind.BUY
+        confidence = float(decides.numbers.get("confidence", DEAL_CONFIDENCE))
+        return kind, _clamp(confidence * history)
     if buy > wait:
         return VerdictKind.BUY, _clamp((0.5 + 0.1 * (buy - wait)) * history)
     if wait > buy:

@@ -39,9 +39,9 @@ from worthit.text.lru import LRU
 DEFAULT_CAPACITY = 8192
 """Verdicts kept: a few per product (two languages, the budgets shoppers name)."""
 
-_Key = tuple[str, str, str, float | None, Forecast | None]
-"""Sku, version, language, budget, the store's forecast; the entry holds the `as_of` it
-was decided at."""
+_Key = tuple[str, str, str, float | None, Forecast | None, bool]
+"""Sku, version, language, budget, the store's forecast, whether the deal rule stands in
+for a missing one; the entry holds the `as_of` it was decided at."""
 
 
 class VerdictCache:
@@ -65,12 +65,14 @@ class VerdictCache:
     def verdict(self, sheet: FactSheet, language: str, budget: float | None = None) -> Verdict:
         """What `decide_verdict(sheet, language, budget=budget, forecast=…)` returns, once
         per key, with the store's forecast for the sheet's product at its price, if any."""
-        forecast = self._forecast(sheet)
+        forecast, deal_rule = self._forecast(sheet)
         if not self._ageless(sheet):
             with self._lock:
                 self.uncacheable += 1
-            return decide_verdict(sheet, language, self.thresholds, budget, forecast)
-        key = (sheet.sku, sheet.version, language, budget, forecast)
+            return decide_verdict(
+                sheet, language, self.thresholds, budget, forecast, deal_rule=deal_rule
+            )
+        key = (sheet.sku, sheet.version, language, budget, forecast, deal_rule)
         with self._lock:
             cached = self._entries.peek(key)
             if cached is not None and cached[0] == sheet.as_of:
@@ -78,19 +80,23 @@ class VerdictCache:
                 self.hits += 1
                 return cached[1]
             self.misses += 1
-        verdict = decide_verdict(sheet, language, self.thresholds, budget, forecast)
+        verdict = decide_verdict(
+            sheet, language, self.thresholds, budget, forecast, deal_rule=deal_rule
+        )
         if cached is not None and cached[1] == verdict:
             verdict = cached[1]
         with self._lock:
             self._entries.put(key, (sheet.as_of, verdict))
         return verdict
 
-    def _forecast(self, sheet: FactSheet) -> Forecast | None:
+    def _forecast(self, sheet: FactSheet) -> tuple[Forecast | None, bool]:
+        """The store's forecast for the sheet's product at its price, and whether the deal
+        rule stands in where there is none (the latest fit's day only)."""
         snapshot = None if self.forecasts is None else self.forecasts()
         if snapshot is None:
-            return None
+            return None, False
         price = sheet.effective_price if sheet.effective_price is not None else sheet.current_price
-        return snapshot.forecast(sheet.sku, price, sheet.as_of)
+        return snapshot.forecast(sheet.sku, price, sheet.as_of), snapshot.deal_rule_on(sheet.as_of)
 
     def _ageless(self, sheet: FactSheet) -> bool:
         """Whether the data's age leaves the verdict alone (the rules' own test)."""
