@@ -33,6 +33,7 @@ from worthit.decide.forecast_advice import DEFAULT_POLICY, Forecast, ForecastPol
 from worthit.decide.rules import decide_verdict
 from worthit.decide.verdict import Polarity, Verdict, VerdictKind
 from worthit.facts.builder import FactsBuilder, ProductHistory, effective_price_at
+from worthit.facts.sheet import FactSheet
 from worthit.market.store import MarketStore
 from worthit.text.time import from_ms
 
@@ -130,6 +131,9 @@ class _Product:
         self.history = history
         self._verdicts: dict[tuple[date, bool, bool], Verdict] = {}
         self._prices: dict[date, float | None] = {}
+        self._sheets: dict[date, FactSheet] = {}
+        """The sheet of each day asked about, built once for every verdict read from it
+        (the rules', and the service's with the forecaster or the deal rule)."""
 
     def verdict(
         self,
@@ -144,7 +148,11 @@ class _Product:
         key = (day, forecast is not None, deal_rule)
         cached = self._verdicts.get(key)
         if cached is None:
-            sheet = self.builder.build_from(self.history, end_of_day_ms(day))
+            sheet = self._sheets.get(day)
+            if sheet is None:
+                sheet = self._sheets[day] = self.builder.build_from(
+                    self.history, end_of_day_ms(day)
+                )
             verdict = decide_verdict(sheet, forecast=forecast, policy=policy, deal_rule=deal_rule)
             cached = self._verdicts[key] = verdict
         return cached
