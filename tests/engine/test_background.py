@@ -174,7 +174,10 @@ def test_status_counts_background_apart_from_live():
 
 def test_background_steps_stay_under_their_time_bound_and_batch():
     # step cost 1 ms + 1 ms a token: 10.5 ms fits 9 tokens
-    h = Harness(EngineConfig(block_size=4, max_background_step_s=0.0105), timed=True)
+    h = Harness(
+        EngineConfig(block_size=4, max_background_step_s=0.0105, min_background_step_tokens=1),
+        timed=True,
+    )
     seqs = [h.seq(f"bg-{i}", 20, BG, max_tokens=8, base=100 + 7 * i) for i in range(6)]
     plans = []
     while h.scheduler.has_work():
@@ -182,6 +185,26 @@ def test_background_steps_stay_under_their_time_bound_and_batch():
         plans.append(plan)
     assert all(p.background and p.num_tokens <= 9 for p in plans)
     assert max(p.n_decode for p in plans) > 1
+    for seq in seqs:
+        assert seq.finish_reason is FinishReason.LENGTH
+        assert seq.output_tokens == reference_output(seq.prompt_tokens, 8)
+
+
+def test_a_background_step_carries_its_floor_where_the_time_bound_fits_one_token():
+    """A host whose step's fixed cost is near the bound would otherwise decode one
+    sequence a token at a time: the background batch would never form."""
+    # step cost 1 ms + 1 ms a token: 2.5 ms fits one token, the floor is 6
+    h = Harness(
+        EngineConfig(block_size=4, max_background_step_s=0.0025, min_background_step_tokens=6),
+        timed=True,
+    )
+    seqs = [h.seq(f"bg-{i}", 20, BG, max_tokens=8, base=100 + 7 * i) for i in range(6)]
+    plans = []
+    while h.scheduler.has_work():
+        plan, _ = h.step()
+        plans.append(plan)
+    assert all(p.background and p.num_tokens <= 6 for p in plans)
+    assert max(p.num_tokens for p in plans) == 6 and max(p.n_decode for p in plans) > 1
     for seq in seqs:
         assert seq.finish_reason is FinishReason.LENGTH
         assert seq.output_tokens == reference_output(seq.prompt_tokens, 8)

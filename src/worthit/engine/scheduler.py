@@ -23,8 +23,8 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
    prefix so that its recompute later is mostly a cache hit.
 6. Background requests (``Priority.BACKGROUND``) get tokens only in steps with no
    interactive request waiting or running; then they decode, join and prefill in arrival order,
-   within what the background step-time model says fits in ``max_background_step_s``.
-   Otherwise they are paused with their KV, and the first preempted when interactive work
+   within what the background step-time model says fits in ``max_background_step_s``
+   (and ``min_background_step_tokens`` at least). Otherwise they are paused with their KV, and the first preempted when interactive work
    needs KV blocks or sequence ids.
 
 Each plan carries its ``StepBudget``, which the scheduler also publishes (and again once
@@ -222,14 +222,14 @@ class Scheduler:
 
     def _schedule_background(self, now: float, previous: StepBudget) -> StepPlan:
         """A step of background work alone, as long as the background step-time model
-        says fits in max_background_step_s (an interactive request arriving meanwhile waits
-        for it): decode first, then join and prefill in arrival order with what is
+        says fits in max_background_step_s but at least min_background_step_tokens (an
+        interactive request arriving meanwhile waits for it): decode first, then join and prefill in arrival order with what is
         left. At most as many hold KV as one such step can decode together."""
         config = self.config
         budget = replace(previous, tpot_s=config.tpot_target_s, deadline_s=math.inf)
         plan = StepPlan(budget, background=True)
         fit = self.background_model.tokens_within(config.max_background_step_s)
-        room = min(config.max_batch_tokens, max(1, fit))
+        room = min(config.max_batch_tokens, max(config.min_background_step_tokens, fit))
         for seq in [s for s in self.background_running if s.pending == 1]:
             if plan.num_tokens >= room:
                 break
