@@ -20,7 +20,8 @@ No look-ahead: models are fitted on rolling origins (`RollingOrigins`). The mode
 day d was fitted at an origin o ≤ d on rows whose label window had closed by o (row day
 + horizon ≤ o), and each row's features read nothing after its own day, so nothing the
 model saw happened after d. Until an origin has enough matured rows there is no model,
-and the caller falls back to the rules.
+and the caller falls back to the deal rule where the store's prices keep a regular level
+(`deal_rule_at`), to the rules elsewhere.
 """
 
 from __future__ import annotations
