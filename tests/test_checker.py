@@ -195,6 +195,31 @@ WAIT_LOW_EN = _inputs(
 )
 
 
+DEAL_WAIT_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "deal_wait",
+            "wait",
+            "Not a deal yet at $300.00: a deal here is $285.00 or less (5% under its 90-day "
+            "average of $300.00). There is no forecast for it yet, so wait for one.",
+        )
+    ],
+)
+DEAL_BUY_EN = _inputs(
+    "en",
+    "BUY",
+    [
+        (
+            "deal_buy",
+            "buy",
+            "At $270.00 it is a deal: 5% or more under its 90-day average of $300.00 "
+            "($285.00 or less).",
+        )
+    ],
+)
+
 REFUSED = [
     # the served explanations quoted in issue 25
     (
@@ -506,7 +531,12 @@ REFUSED = [
         "wrong_direction",
     ),
     ("今が買い時、なぜなら顧客サービスが素晴らしいからです。", BUY_JA, "faithful", "unknown_words"),
-]
+    # the deal rule's reasons are named by their prices like every other reason
+    ("Better to wait because it is not a deal yet for this product.", DEAL_WAIT_EN, "specific",
+     "not_specific"),
+    ("Worth buying now because it is a deal for this product today.", DEAL_BUY_EN, "specific",
+     "not_specific"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("text", "inputs", "prop", "code"), REFUSED)
@@ -558,6 +588,16 @@ ACCEPTED = [
     (
         "建议再等等，因为Double 11 Pre-sale将在6天后开始，价格$211.31，比现在低13.6%。",
         WAIT_SALE_ZH,
+    ),
+    (
+        "Better to wait because at $300.00 it is not a deal yet: a deal here is $285.00 or "
+        "less. Wait until it drops to $285.00; I can alert you.",
+        DEAL_WAIT_EN,
+    ),
+    (
+        "Worth buying now because at $270.00 it is a deal, 5% or more under its 90-day "
+        "average of $300.00.",
+        DEAL_BUY_EN,
     ),
     # the guard's rounding: a number may be written to fewer places
     ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
