@@ -24,8 +24,8 @@ Policy (vLLM v1 / Sarathi-Serve, plus deadlines):
 6. Background requests (``Priority.BACKGROUND``) get tokens only in steps with no
    interactive request waiting or running; then they decode, join and prefill in arrival order,
    within what the background step-time model says fits in ``max_background_step_s``
-   (and ``min_background_step_tokens`` at least). Otherwise they are paused with their KV, and the first preempted when interactive work
-   needs KV blocks or sequence ids.
+   (and ``min_background_step_tokens`` at least). Otherwise they are paused with their KV,
+   and the first preempted when interactive work needs KV blocks or sequence ids.
 
 Each plan carries its ``StepBudget``, which the scheduler also publishes (and again once
 the step's results are in) for admission, which estimates from it in the callers' threads.
@@ -223,8 +223,9 @@ class Scheduler:
     def _schedule_background(self, now: float, previous: StepBudget) -> StepPlan:
         """A step of background work alone, as long as the background step-time model
         says fits in max_background_step_s but at least min_background_step_tokens (an
-        interactive request arriving meanwhile waits for it): decode first, then join and prefill in arrival order with what is
-        left. At most as many hold KV as one such step can decode together."""
+        interactive request arriving meanwhile waits for it): decode first, then join and
+        prefill in arrival order with what is left. At most as many hold KV as one such
+        step can decode together."""
         config = self.config
         budget = replace(previous, tpot_s=config.tpot_target_s, deadline_s=math.inf)
         plan = StepPlan(budget, background=True)
