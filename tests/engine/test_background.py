@@ -10,6 +10,7 @@ import pytest
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError
+from worthit.engine.scheduler import StepPlan
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams, Status
 
 from engine_fakes import FakeRunner, GatedRunner, reference_output
@@ -172,42 +173,39 @@ def test_status_counts_background_apart_from_live():
     asyncio.run(main())
 
 
-def test_background_steps_stay_under_their_time_bound_and_batch():
-    # step cost 1 ms + 1 ms a token: 10.5 ms fits 9 tokens
-    h = Harness(
-        EngineConfig(block_size=4, max_background_step_s=0.0105, min_background_step_tokens=1),
-        timed=True,
-    )
+def six_background_requests(config: EngineConfig) -> list[StepPlan]:
+    """Six background requests run to the end on a timed harness (a step costs 1 ms + 1 ms
+    a token); each output checked against the reference. Returns every step's plan."""
+    h = Harness(config, timed=True)
     seqs = [h.seq(f"bg-{i}", 20, BG, max_tokens=8, base=100 + 7 * i) for i in range(6)]
     plans = []
     while h.scheduler.has_work():
         plan, _ = h.step()
         plans.append(plan)
-    assert all(p.background and p.num_tokens <= 9 for p in plans)
-    assert max(p.n_decode for p in plans) > 1
     for seq in seqs:
         assert seq.finish_reason is FinishReason.LENGTH
         assert seq.output_tokens == reference_output(seq.prompt_tokens, 8)
+    return plans
+
+
+def test_background_steps_stay_under_their_time_bound_and_batch():
+    # step cost 1 ms + 1 ms a token: 10.5 ms fits 9 tokens
+    plans = six_background_requests(
+        EngineConfig(block_size=4, max_background_step_s=0.0105, min_background_step_tokens=1)
+    )
+    assert all(p.background and p.num_tokens <= 9 for p in plans)
+    assert max(p.n_decode for p in plans) > 1
 
 
 def test_a_background_step_carries_its_floor_where_the_time_bound_fits_one_token():
     """A host whose step's fixed cost is near the bound would otherwise decode one
     sequence a token at a time: the background batch would never form."""
     # step cost 1 ms + 1 ms a token: 2.5 ms fits one token, the floor is 6
-    h = Harness(
-        EngineConfig(block_size=4, max_background_step_s=0.0025, min_background_step_tokens=6),
-        timed=True,
+    plans = six_background_requests(
+        EngineConfig(block_size=4, max_background_step_s=0.0025, min_background_step_tokens=6)
     )
-    seqs = [h.seq(f"bg-{i}", 20, BG, max_tokens=8, base=100 + 7 * i) for i in range(6)]
-    plans = []
-    while h.scheduler.has_work():
-        plan, _ = h.step()
-        plans.append(plan)
     assert all(p.background and p.num_tokens <= 6 for p in plans)
     assert max(p.num_tokens for p in plans) == 6 and max(p.n_decode for p in plans) > 1
-    for seq in seqs:
-        assert seq.finish_reason is FinishReason.LENGTH
-        assert seq.output_tokens == reference_output(seq.prompt_tokens, 8)
 
 
 def test_live_work_pauses_background_and_preempts_it_before_a_lower_live_class():
