@@ -1,10 +1,12 @@
-"""Convert HeelinMistry/grocery_price_tracker's Pick n Pay snapshots (ZAR) into a worthit
-import file.
+"""Convert HeelinMistry/grocery_price_tracker's Pick n Pay or Makro snapshots (ZAR) into a
+worthit import file.
 
 The repository is a git scraper: a weekly GitHub workflow lists about 10,000 products of
 Pick n Pay (South African supermarket) online and commits the list as
 `data/pnp_products_<YYYY-MM-DD>.csv` (store, name, price, old_price, promotion), from
-July 2025. Unlike the Steam and Ocado sources, these are observations a week apart, not
+July 2025, and the same of about 2,000 products of Makro (a South African wholesale and
+retail chain) as `data/makro_products_<YYYY-MM-DD>.csv` (`--shop makro`; its lists have
+no "was" price). Unlike the Steam and Ocado sources, these are observations a week apart, not
 changes: what the price did between two snapshots is not known. Each snapshot's price is
 carried forward one observation a day (12:00 UTC) until the product's next snapshot, as
 a daily tracker would have recorded a shop whose prices held for the week, and for at most
@@ -25,7 +27,7 @@ to a file of our own; nothing of theirs is copied into this repository.
 
     python bench/markets/pnp.py \
         --git-dir /work/.mirror/HeelinMistry+grocery_price_tracker/repo \
-        --out var/pnp.jsonl --limit 1000
+        --out var/pnp.jsonl --limit 1000 [--shop makro]
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 CURRENCY = "ZAR"
-SNAPSHOT = re.compile(r"^data/pnp_products_(\d{4}-\d{2}-\d{2})\.csv$")
+SHOPS = {"pnp": "Pick n Pay", "makro": "Makro"}
 MAX_CARRY_DAYS = 13
 """A weekly list missed once (2025-08-28 holds 72 rows) is bridged; a longer absence is not."""
 
@@ -57,12 +59,13 @@ Snapshot = dict[str, tuple[float, float | None]]
 """name -> (price, was price or None)."""
 
 
-def read_snapshots(git_dir: str, rev: str) -> dict[date, Snapshot]:
-    """Every Pick n Pay snapshot at `rev`, by day; names listed twice in one are dropped."""
+def read_snapshots(git_dir: str, rev: str, shop: str = "pnp") -> dict[date, Snapshot]:
+    """Every snapshot of `shop` at `rev`, by day; names listed twice in one are dropped."""
+    pattern = re.compile(rf"^data/{shop}_products_(\d{{4}}-\d{{2}}-\d{{2}})\.csv$")
     paths = _git(git_dir, "ls-tree", "-r", "--name-only", rev, "data/").split()
     out: dict[date, Snapshot] = {}
     for path in paths:
-        match = SNAPSHOT.match(path)
+        match = pattern.match(path)
         if match is None:
             continue
         rows = list(csv.DictReader(io.StringIO(_git(git_dir, "show", f"{rev}:{path}"))))
@@ -91,7 +94,7 @@ def _rank(name: str) -> str:
 
 
 def convert(
-    snapshots: dict[date, Snapshot], min_weeks: int, limit: int | None
+    snapshots: dict[date, Snapshot], min_weeks: int, limit: int | None, shop: str = "pnp"
 ) -> list[dict[str, object]]:
     days = sorted(snapshots)
     listed = Counter(name for snapshot in snapshots.values() for name in snapshot)
@@ -101,10 +104,10 @@ def convert(
     end = days[-1]
     out: list[dict[str, object]] = []
     for name in names:
-        sku = f"pnp-{_rank(name)[:12]}"
+        sku = f"{shop}-{_rank(name)[:12]}"
         out.append({
             "type": "product", "sku": sku, "title": name, "brand": "", "category": "groceries",
-            "attributes": {"shop": "Pick n Pay"},
+            "attributes": {"shop": SHOPS[shop]},
         })  # fmt: skip
         seen = [d for d in days if name in snapshots[d]]
         for i, day in enumerate(seen):
@@ -128,13 +131,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--git-dir", required=True, help="the mirror's git directory")
     parser.add_argument("--rev", default="HEAD")
+    parser.add_argument("--shop", choices=sorted(SHOPS), default="pnp")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--min-weeks", type=int, default=16,
                         help="keep products listed in at least this many snapshots")  # fmt: skip
     parser.add_argument("--limit", type=int, default=None, help="at most this many products")
     args = parser.parse_args()
-    snapshots = read_snapshots(args.git_dir, args.rev)
-    lines = convert(snapshots, args.min_weeks, args.limit)
+    snapshots = read_snapshots(args.git_dir, args.rev, args.shop)
+    lines = convert(snapshots, args.min_weeks, args.limit, args.shop)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", encoding="utf-8") as f:
         for line in lines:
