@@ -31,6 +31,7 @@ from worthit.demo.simulator import simulate
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_lora_path, resolve_model_path
 from worthit.engine.runner import LlamaRunner
+from worthit.engine.weights import compute_weights
 from worthit.explain.adapter import bundled_adapter_path
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
@@ -55,8 +56,9 @@ def main() -> None:
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         simulate(MarketStore(args.db), skus=2000, days=180, seed=7)
     config = warm_engine_config(args.threads)
-    model = resolve_model_path(args.model)
-    lora = resolve_lora_path(args.lora, model, bundled_adapter_path())
+    source = resolve_model_path(args.model)
+    lora = resolve_lora_path(args.lora, source, bundled_adapter_path())
+    model = compute_weights(source)
     engine = Engine(LlamaRunner(model, config, lora), config)
     answerer = build_answerer(MarketStore(args.db), engine)
     results = run_with_engine(engine, lambda: write_all(answerer, engine, args))

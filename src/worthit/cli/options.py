@@ -51,9 +51,13 @@ LoraOption = Annotated[
 
 
 def model_files(model: Path | None, lora: str | None) -> tuple[Path, Path | None]:
-    """The GGUF to load and the adapter to apply to it (`--model`, `--lora`)."""
+    """The GGUF to load and the adapter to apply to it (`--model`, `--lora`): the adapter
+    is chosen for the file the user named, the weights loaded are its upcast where one
+    computes faster (`engine.weights`)."""
+    from worthit.engine.weights import compute_weights  # llama.cpp: only where a model loads
+
     path = resolve_model_path(model)
-    return path, resolve_lora_path(lora, path, bundled_adapter_path())
+    return compute_weights(path), resolve_lora_path(lora, path, bundled_adapter_path())
 
 
 def db_path(db: str | Path | None, create: bool = True) -> Path:

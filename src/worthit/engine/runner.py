@@ -30,7 +30,7 @@ _backend_lock = threading.Lock()
 _backend_ready = False
 
 
-def _init_backend() -> None:
+def init_backend() -> None:
     """llama_backend_init is process-wide; do it once, and quiet llama.cpp's logging,
     which llama-cpp-python routes through this Python logger."""
     global _backend_ready
@@ -77,7 +77,7 @@ class LlamaRunner:
         lora = None if lora_path is None else Path(lora_path)
         if lora is not None and not lora.is_file():
             raise ModelLoadError(f"LoRA adapter not found: {lora}")
-        _init_backend()
+        init_backend()
         model_params = llama.llama_model_default_params()
         model_params.use_extra_bufts = config.extra_buffer_types
         self._model = llama.llama_model_load_from_file(str(path).encode(), model_params)
