@@ -2,7 +2,12 @@
 
 The background generator writes explanations in this order, so the store covers the
 most demand soonest: a (product, language) pair weighs its product's sales over the last
-week times the share of recent questions asked in that language.
+week times the share of recent questions asked in that language. Every language asked in
+often (`EQUAL_SHARE` of the questions or more) is written product by product together
+with the others: a shopper asking in Chinese, a quarter of the questions, would otherwise
+find the store holding a third as many of the best sellers as one asking in English
+(after 25 minutes of warming, 66.9 % of Chinese answers carried model text against 82.4 %
+of English ones). A language asked in rarely keeps its place by its share.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ PRIOR_SHARES = {"en": 0.75, "zh": 0.25, "ja": 0.0}
 question in four in Chinese, none in Japanese: Japanese gets its share as it is asked)."""
 PRIOR_WEIGHT = 200
 """Questions' worth of the prior in the shares: the first few questions do not swing them."""
+EQUAL_SHARE = 0.1
+"""A language asked at least this share of the time is written as early as any other."""
 WANTED_LIMIT = 4096
 SALES_WINDOW_DAYS = 7
 """Demand is last week's sales."""
@@ -75,9 +82,17 @@ class Wanted:
 def demand_order(
     sales: dict[str, float], skus: list[str], shares: dict[str, float]
 ) -> Iterator[tuple[str, str, float]]:
-    """(sku, language, weight), heaviest first; products without sales last, in sku order."""
+    """(sku, language, weight), the weight its share of demand; best sellers first, in
+    every language asked in often, then the rarer languages by their weight; products
+    without sales last, in sku order."""
     pairs = [
         (sku, lang, sales.get(sku, 0.0) * share) for sku in skus for lang, share in shares.items()
     ]
-    pairs.sort(key=lambda p: (-p[2], p[0], p[1]))
+
+    def first(pair: tuple[str, str, float]) -> tuple[float, str, str]:
+        sku, lang, _ = pair
+        urgency = sales.get(sku, 0.0) * min(1.0, shares[lang] / EQUAL_SHARE)
+        return (-urgency, sku, lang)
+
+    pairs.sort(key=first)
     yield from pairs
