@@ -148,3 +148,22 @@ def test_a_forecast_says_what_it_waits_for() -> None:
         assert 0 <= fc.comparable_drops <= fc.comparable_moments
     # before any label has matured there is no model, so the caller keeps the rules
     assert forecaster.at("p1", date(2024, 1, 3)) is None
+
+
+def test_no_model_learns_from_the_rows_of_a_few_days() -> None:
+    """At the first origin every matured row is from the market's first day or two: plenty
+    of rows, but one outcome window, so what they teach is what the whole shop did that
+    month. No model is fitted until the rows span a horizon's worth of days."""
+    days = 80
+    rng = np.random.default_rng(11)
+    series = []
+    for k in range(400):
+        price = np.full(days, float(rng.uniform(5, 50)))
+        start = int(rng.integers(0, 30))
+        price[start : start + int(rng.integers(5, 15))] *= 0.75
+        series.append(_series(f"p{k}", np.round(price, 2), category=f"c{k % 3}"))
+    forecaster = _fit(series, days)
+    origins = {int(o) for sku in forecaster.origin_of for o in forecaster.origin_of[sku] if o >= 0}
+    assert 15 not in origins  # the first origin: rows of days 0 and 1 only, 800 of them
+    assert origins and min(origins) == 35  # rows of days 0-21
+    assert forecaster.withheld >= 1

@@ -167,8 +167,9 @@ class StoreForecaster:
     origin_of: dict[str, NDArray[np.int64]] = field(default_factory=dict)
     fits: int = 0
     withheld: int = 0
-    """Origins that fit no model: prices with no regular level (`MAX_CHANGE_SHARE`), or a
-    deal rule that left too many dearer (`MAX_WAIT_WORSE`)."""
+    """Origins that fit no model: prices with no regular level (`MAX_CHANGE_SHARE`), matured
+    rows from fewer days than a horizon, or a deal rule that left too many dearer
+    (`MAX_WAIT_WORSE`)."""
     regular: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     """Per day: the store's prices up to that day keep a regular level (they changed on
     at most `MAX_CHANGE_SHARE` of their days), the change-share gate read day by day."""
@@ -249,6 +250,13 @@ class StoreForecaster:
         origin_all = np.full(len(days), -1, dtype=np.int64)
         for origin in origins:
             rows = np.flatnonzero(labelled & schedule.trainable(days, origin))
+            # Rows of fewer days than a horizon share one outcome window: fitted on them,
+            # a model learns what the whole shop did that month, not how a product's
+            # history relates to what follows (on Makro's lists, a model at day 31 from the
+            # rows of two days expects every wait to cost 18 % and buys at every price).
+            if len(np.unique(days[rows])) < h:
+                self.withheld += 1
+                continue
             model = self._fit(x, targets, prices, rows, origin)
             if model is None:
                 continue
