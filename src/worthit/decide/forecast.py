@@ -61,9 +61,11 @@ MIN_CLASS = 25
 MAX_WAIT_WORSE = 0.10
 """The forecaster improves on the deal rule (`ForecastPolicy`): where the rule's waits
 left more than this share of the store's matured moments dearer than buying at once (a
-noisy price, no regular level to fall from), an origin fits no model and the rules
-answer. Twice the worse-off share issue 27 allows, so that a shop near it keeps the
-forecaster and one whose prices wander does not."""
+noisy price, no regular level to fall from), an origin fits no model. Until the next
+origin the deal rule answers where the store's prices keep a level (`deal_rule_at`), the
+rules elsewhere: the rules in its place traded captured for worse off on ocado and makro
+(docs/verdict.md). Twice the worse-off share issue 27 allows, so that a shop near it
+keeps the forecaster and one whose prices wander does not."""
 MAX_CHANGE_SHARE = 0.5
 """The deal rule waits for a price to fall from its regular level. Where the store's prices
 change on more than this share of their days (up to the origin), they have no such level
