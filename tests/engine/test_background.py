@@ -4,6 +4,7 @@ needs, on fewer threads, paused and preempted first for interactive work."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -12,6 +13,7 @@ from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError
 from worthit.engine.scheduler import StepPlan
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams, Status
+from worthit.engine.timing.step_calibration import BACKGROUND_PROBE_EVERY_S
 
 from engine_fakes import FakeRunner, GatedRunner, reference_output
 from harness import Harness
@@ -273,3 +275,39 @@ def test_live_work_preempts_background_before_evicting_a_live_cached_prefix():
     h.run()
     assert ask.output_tokens == reference_output(ask.prompt_tokens, 2)
     assert bg.output_tokens == reference_output(bg.prompt_tokens, 6)
+
+
+
+def test_background_steps_on_the_interactive_threads_are_not_followed_by_a_probe_each():
+    """With one thread count for both classes (`explain --warm`), every large background
+    step leaves the step-time model stale; re-measuring it after each took two one-token
+    steps every half second."""
+
+    async def main() -> tuple[FakeRunner, float]:
+        config = EngineConfig(
+            context_size=4096, block_size=8, n_threads=1, background_threads=1,
+            max_background_step_s=0.5,
+        )  # fmt: skip
+        runner = FakeRunner(n_ctx=config.context_size, step_delay_s=(0.001, 0.002))
+        engine = make_engine(config, runner)
+        started = time.monotonic()
+        try:
+            prompts = [f"explain product {i} with its reasons " * 8 for i in range(8)]
+            streams = [
+                engine.submit(
+                    p, params=SamplingParams(max_tokens=24), priority=BG, request_id=f"bg-{i}"
+                )
+                for i, p in enumerate(prompts)
+            ]
+            for prompt, stream in zip(prompts, streams, strict=True):
+                done = await asyncio.wait_for(stream.collect(), 60)
+                assert list(done.token_ids) == reference_output(runner.tokenize(prompt), 24)
+        finally:
+            engine.close()
+        return runner, time.monotonic() - started
+
+    runner, seconds = asyncio.run(main())
+    background = sum(kinds(ids) == {"bg"} for ids in runner.step_requests)
+    probes = sum("probe" in ids for ids in runner.step_requests)
+    assert background > 10
+    assert probes <= 2 * (1 + seconds / BACKGROUND_PROBE_EVERY_S)  # two steps a probe

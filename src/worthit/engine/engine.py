@@ -52,7 +52,11 @@ from worthit.engine.streams import Completion, RequestStream, send
 from worthit.engine.timing.budget import PublishedBudget, StepBudget
 from worthit.engine.timing.latency import StepTimeModel
 from worthit.engine.timing.lengths import CompletionLengths
-from worthit.engine.timing.step_calibration import IDLE_PROBE_S, Calibration
+from worthit.engine.timing.step_calibration import (
+    BACKGROUND_PROBE_EVERY_S,
+    IDLE_PROBE_S,
+    Calibration,
+)
 from worthit.engine.warming import PrefixWarmer
 
 __all__ = ["Engine"]
@@ -493,11 +497,15 @@ class Engine:
 
     def _probe_between_background_steps(self) -> None:
         """Background work keeps the engine from idling: re-measure a stale step-time
-        model once interactive work has been quiet for IDLE_PROBE_S, as an idle engine would."""
+        model once interactive work has been quiet for BACKGROUND_PROBE_EVERY_S. Not every
+        IDLE_PROBE_S, as an idle engine does: where background steps share the interactive
+        model (the same thread count, as in `explain --warm`), every large step leaves it
+        stale, and a probe (two one-token steps) after each half-second step took 8 % of
+        the engine's time."""
         now = time.monotonic()
         if self.scheduler.has_interactive_work():
             self._interactive_seen = now
-        elif now - self._interactive_seen >= IDLE_PROBE_S:
+        elif now - self._interactive_seen >= BACKGROUND_PROBE_EVERY_S:
             self.calibration.reprobe_if_stale()
             self._interactive_seen = now
 

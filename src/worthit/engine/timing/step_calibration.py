@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 IDLE_PROBE_S = 0.25
 """Idle seconds after which a stale step-time model is re-measured: short, because
 refused traffic leaves only short idle gaps."""
+BACKGROUND_PROBE_EVERY_S = 5.0
+"""Between background steps, a stale step-time model is re-measured at most this often."""
 PROBE_TOKENS = 64
 CALIBRATION_REPEATS = 2
 """Timed runs of each calibration step, the fastest kept: a step slowed by another process
