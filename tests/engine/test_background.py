@@ -277,7 +277,6 @@ def test_live_work_preempts_background_before_evicting_a_live_cached_prefix():
     assert bg.output_tokens == reference_output(bg.prompt_tokens, 6)
 
 
-
 def test_background_steps_on_the_interactive_threads_are_not_followed_by_a_probe_each():
     """With one thread count for both classes (`explain --warm`), every large background
     step leaves the step-time model stale; re-measuring it after each took two one-token
