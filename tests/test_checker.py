@@ -220,6 +220,35 @@ DEAL_BUY_EN = _inputs(
     ],
 )
 
+SALE_EVENT_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "sale_event",
+            "wait",
+            "Double 12 is in 10 days; with no past Double 12 on record, at the last 3 big sales "
+            "(Black Friday 2026, Double 11 2026, 618 2026) speakers were typically 1% to 3.1% "
+            "below the 30 days before (the median of 187 or more products), which would put it "
+            "at $111.69 to $114.11 (today $121.10).",
+        )
+    ],
+)
+SALE_EVENT_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        (
+            "sale_event",
+            "wait",
+            "10天后是双12；还没有过往双12的记录，但最近3次大促（2026年黑色星期五、2026年双11、"
+            "2026年618），音箱通常比此前30天低1%至3.1%（至少187件商品的中位数），"
+            "照此约为US$111.69至US$114.11（现价US$121.10）。",
+        )
+    ],
+)
+
+
 REFUSED = [
     # the served explanations quoted in issue 25
     (
@@ -536,6 +565,13 @@ REFUSED = [
      "not_specific"),
     ("Worth buying now because it is a deal for this product today.", DEAL_BUY_EN, "specific",
      "not_specific"),
+    # a number of the reasons called today's price when a reason gives another
+    ("Better to wait because Double 12 is in 10 days and should bring it to $111.69 to "
+     "$114.11, against $114.11 today.", SALE_EVENT_EN, "faithful", "false_comparison"),
+    ("Better to wait because Double 12 is in 10 days, expected price $111.69 to $114.11, now "
+     "$111.69.", SALE_EVENT_EN, "faithful", "false_comparison"),
+    ("建议再等等，因为10天后是双12，预计价格US$111.69至US$114.11（现价US$114.11）。",
+     SALE_EVENT_ZH, "faithful", "false_comparison"),
 ]  # fmt: skip
 
 
@@ -549,6 +585,15 @@ def test_refuses_bad_explanations(text: str, inputs: CheckInputs, prop: str, cod
 
 
 ACCEPTED = [
+    (
+        "Better to wait because Double 12 is in 10 days, expected price $111.69 to $114.11, now "
+        "$121.10.",
+        SALE_EVENT_EN,
+    ),
+    (
+        "建议再等等，因为10天后是双12，预计价格US$111.69至US$114.11（现价US$121.10）。",
+        SALE_EVENT_ZH,
+    ),
     (
         "Worth buying now because at $242.20 it is within 0.1% of its all-time low of $241.89. "
         "It is a good time to buy.",

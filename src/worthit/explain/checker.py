@@ -774,6 +774,7 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         out.append(("false_comparison", "; ".join(guard.false_comparisons)))
     else:
         twisted = _twisted_comparison(body, inputs) if inputs.language == "en" else ""
+        twisted = twisted or _todays_price(body, inputs)
         if twisted:
             out.append(("false_comparison", twisted))
     other = _other_polarity(body, inputs)
@@ -868,6 +869,32 @@ def _twisted_comparison(body: str, inputs: CheckInputs) -> str:
         if owners and not any(second in t for t in owners):
             return match.group(0)  # "$649.82, which is a true discount of 5.6%": two reasons
     return ""
+
+
+_AMOUNT = r"(?:[A-Z]{0,3}[$€£¥])(\d[\d,]*(?:\.\d+)?)"
+_TODAY = {
+    "en": (
+        re.compile(rf"{_AMOUNT} (?:today|now)\b"),
+        re.compile(rf"\b(?:today|now)(?:'s price)?(?:,| is| at| of)? {_AMOUNT}", re.IGNORECASE),
+    ),
+    "zh": (re.compile(rf"(?:现价|当前价|今天)(?:为|是|仍是)?{_AMOUNT}"),),
+}
+
+
+def _today_amounts(text: str, language: str) -> set[str]:
+    return {m.group(1) for pattern in _TODAY.get(language, ()) for m in pattern.finditer(text)}
+
+
+def _todays_price(body: str, inputs: CheckInputs) -> str:
+    """An amount the body calls today's price that no reason gives as today's ("should
+    bring it to $111.69 to $114.11, against $114.11 today" where a reason said "today
+    $121.10"): each number is the reasons', the claim that it is today's is not. Judged
+    only where a reason names today's price."""
+    known = set().union(*(_today_amounts(r.text, inputs.language) for r in inputs.reasons))
+    if not known:
+        return ""
+    wrong = sorted(_today_amounts(body, inputs.language) - known)
+    return f"today's price {wrong[0]} (the reasons: {', '.join(sorted(known))})" if wrong else ""
 
 
 _WHICH_IS = re.compile(
