@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
+
+from converter import noon, price_line
 
 PATH = "data/archive.json"
 CURRENCY = "GBP"
@@ -60,11 +62,7 @@ def convert(archive: dict[str, dict[str, object]]) -> list[dict[str, object]]:
         while day <= end:
             price = by_day.get(day, price)
             if price > 0:
-                at = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
-                out.append({
-                    "type": "price", "sku": sku, "ts": at.isoformat().replace("+00:00", "Z"),
-                    "price": price, "currency": CURRENCY,
-                })  # fmt: skip
+                out.append(price_line(sku, noon(day), price, CURRENCY))
             day += timedelta(days=1)
     return out
 

@@ -32,7 +32,6 @@ to a file of our own; nothing of theirs is copied into this repository.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import io
@@ -40,8 +39,9 @@ import json
 import re
 import subprocess
 from collections import Counter
-from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+from datetime import date, timedelta
+
+from converter import converter_parser, noon, price_line
 
 CURRENCY = "ZAR"
 SHOPS = {"pnp": "Pick n Pay", "makro": "Makro"}
@@ -115,24 +115,14 @@ def convert(
             until = seen[i + 1] if i + 1 < len(seen) else end + timedelta(days=1)
             until = min(until, day + timedelta(days=MAX_CARRY_DAYS + 1))
             while day < until:
-                at = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
-                line: dict[str, object] = {
-                    "type": "price", "sku": sku, "ts": at.isoformat().replace("+00:00", "Z"),
-                    "price": price, "currency": CURRENCY,
-                }  # fmt: skip
-                if was is not None:
-                    line["list_price"] = was
-                out.append(line)
+                out.append(price_line(sku, noon(day), price, CURRENCY, was))
                 day += timedelta(days=1)
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--git-dir", required=True, help="the mirror's git directory")
-    parser.add_argument("--rev", default="HEAD")
+    parser = converter_parser(__doc__)
     parser.add_argument("--shop", choices=sorted(SHOPS), default="pnp")
-    parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--min-weeks", type=int, default=16,
                         help="keep products listed in at least this many snapshots")  # fmt: skip
     parser.add_argument("--limit", type=int, default=None, help="at most this many products")

@@ -18,7 +18,6 @@ to a file of our own; nothing of theirs is copied into this repository.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import io
@@ -26,7 +25,8 @@ import json
 import subprocess
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+
+from converter import converter_parser, noon, price_line
 
 PATH = "data/cleanup/steam_historical_prices.csv"
 CURRENCY = "EUR"
@@ -91,26 +91,17 @@ def _daily(sku: str, changes: list[dict[str, str]], end: date) -> list[dict[str,
             current = by_day[day]
             at = current[0]
         else:
-            at = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
+            at = noon(day)
         assert current is not None
         price, regular = current[1], current[2]
         if price > 0:
-            line: dict[str, object] = {
-                "type": "price", "sku": sku, "ts": at.isoformat().replace("+00:00", "Z"),
-                "price": price, "currency": CURRENCY,
-            }  # fmt: skip
-            if regular > price:
-                line["list_price"] = regular
-            lines.append(line)
+            lines.append(price_line(sku, at, price, CURRENCY, regular))
         day += timedelta(days=1)
     return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--git-dir", required=True, help="the mirror's git directory")
-    parser.add_argument("--rev", default="HEAD")
-    parser.add_argument("--out", type=Path, required=True)
+    parser = converter_parser(__doc__)
     parser.add_argument("--limit", type=int, default=None, help="at most this many games")
     args = parser.parse_args()
     lines = convert(git_show(args.git_dir, args.rev, PATH), args.limit)

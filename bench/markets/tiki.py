@@ -15,15 +15,14 @@ fetched mirror with `git show`; nothing of theirs is copied here.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import subprocess
 from datetime import UTC, datetime
-from pathlib import Path
 
 import yaml  # type: ignore[import-untyped]
+from converter import converter_parser, price_line
 
 CURRENCY = "VND"
 
@@ -63,21 +62,13 @@ def convert(git_dir: str, rev: str) -> list[dict[str, object]]:
             price = _number(row["price"])
             if price is None or row.get("item_status", "available") != "available":
                 continue
-            ts = datetime.fromtimestamp(int(row["time"]), UTC).isoformat().replace("+00:00", "Z")
+            at = datetime.fromtimestamp(int(row["time"]), UTC)
+            ts = at.isoformat().replace("+00:00", "Z")
             if ts in seen:
                 continue
             seen.add(ts)
-            line: dict[str, object] = {
-                "type": "price",
-                "sku": sku,
-                "ts": ts,
-                "price": price,
-                "currency": CURRENCY,
-            }
             before = _number(row.get("price_before_discount", ""))
-            if before is not None and before > price:
-                line["list_price"] = before
-            out.append(line)
+            out.append(price_line(sku, at, price, CURRENCY, before))
             stock = _number(row.get("stock", ""))
             if stock is not None:
                 out.append({"type": "stock", "sku": sku, "ts": ts, "quantity": int(stock)})
@@ -85,10 +76,7 @@ def convert(git_dir: str, rev: str) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--git-dir", required=True, help="the mirror's git directory")
-    parser.add_argument("--rev", default="HEAD")
-    parser.add_argument("--out", type=Path, required=True)
+    parser = converter_parser(__doc__)
     args = parser.parse_args()
     lines = convert(args.git_dir, args.rev)
     args.out.parent.mkdir(parents=True, exist_ok=True)
