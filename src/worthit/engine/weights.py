@@ -13,9 +13,9 @@ four bits over its range), so the upcast adds almost nothing to the error the fi
 already has; Q4_0 would quantise it a second time. The greedy texts of the shipped
 adapter on the upcast weights are kept by the checker as often as on the Q4_1 file.
 
-The upcast file is a cache, written once next to nothing the user owns
-(`$WORTHIT_CACHE`, else `$XDG_CACHE_HOME/worthit`, else `~/.cache/worthit`) and named by
-the source's size and modification time, so a new model file is upcast again. It is
+The upcast file is a cache, written once into `$WORTHIT_CACHE`, else
+`$XDG_CACHE_HOME/worthit`, else `~/.cache/worthit`, in a folder named by the source's path,
+size and modification time, so a new model file is upcast again. It is
 derived from the user's own file on this machine: nothing is downloaded. Where it cannot
 be written, the source is loaded as it is, slower but the same model.
 """
@@ -71,15 +71,15 @@ def file_type(path: Path) -> int | None:
 def compute_weights(source: Path, cache: Path | None = None) -> Path:
     """The file the engine should load for `source`: its Q8_0 upcast when `source` is of a
     type without repacked kernels (written on first use), else `source` itself."""
-    kind = UPCAST_FILE_TYPES.get(file_type(source) or -1)
-    if kind is None:
-        return source
     stat = source.stat()
     stamp = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
     folder = (cache or cache_dir()) / "weights" / stamp.hexdigest()[:16]
     target = folder / f"{source.stem}.{TARGET}.gguf"
     if target.is_file():
-        return target
+        return target  # written before: the source's type needs no reading (0.2 s)
+    kind = UPCAST_FILE_TYPES.get(file_type(source) or -1)
+    if kind is None:
+        return source
     try:
         folder.mkdir(parents=True, exist_ok=True)
         partial = folder / f".{target.name}.{os.getpid()}.partial"
