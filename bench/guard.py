@@ -55,7 +55,7 @@ def main() -> None:
         print("building the demo market …", file=sys.stderr)
         Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         simulate(MarketStore(args.db), skus=2000, days=180, seed=7)
-    config = warm_engine_config(args.threads)
+    config = warm_engine_config(args.threads, args.parallel)
     source = resolve_model_path(args.model)
     lora = resolve_lora_path(args.lora, source, bundled_adapter_path())
     model = compute_weights(source)

@@ -30,8 +30,20 @@ from worthit.explain.store_key import model_identity
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 
-WARM_CONTEXT = 8192
-"""KV cells for the batch of explanations in flight and the shared instructions' prefix."""
+WARM_CELLS_PER_EXPLANATION = 256
+"""KV cells per explanation in flight. The engine's KV is one pool (`kv_unified`), and
+llama.cpp's flash attention visits every cell up to the highest one in use for every
+query token and head, reading the mask of the cells it cannot see too; a pool the size of
+`serve`'s (8,192 cells) fills with cached prefixes, and every token of the batch then scans
+all of them. Cached prefixes are worth
+nothing here (each product is written once per language), so the pool holds the batch: an
+English explanation needs about 200 cells (135 prompt tokens and 64 to write), a Chinese
+one about 330, which then waits for cells rather than make every token scan more. 8 in
+flight in 2,048 cells wrote 1.70-1.81 explanations a second where 8,192 cells wrote 1.44-1.47
+(docs/benchmarks.md)."""
+WARM_MIN_CONTEXT = 1024
+"""Room for the longest explanation alone: a Japanese prompt runs to 380 tokens, with 112
+to write."""
 WARM_STEP_S = 0.5
 """Longest engine step. `worthit serve` keeps background steps to 30 ms so that a live
 request never waits long for the engine; alone on the machine there is none to wait, and
@@ -40,11 +52,12 @@ together: 48 explanations written 8 at once took 80 s in 30-ms steps and 48-64 s
 0.25-1 s steps (bench/guard.py)."""
 
 
-def warm_engine_config(threads: int) -> EngineConfig:
+def warm_engine_config(threads: int, parallel: int) -> EngineConfig:
     """The engine of a run that writes explanations alone on the machine (`explain --warm`
-    and `bench/guard.py`): every thread on background work, in long steps."""
+    and `bench/guard.py`): every thread on background work, in long steps, KV for the
+    `parallel` explanations in flight and no more."""
     return EngineConfig(
-        context_size=WARM_CONTEXT,
+        context_size=max(WARM_MIN_CONTEXT, WARM_CELLS_PER_EXPLANATION * parallel),
         n_threads=threads,
         background_threads=threads,
         max_background_step_s=WARM_STEP_S,
@@ -86,7 +99,7 @@ def explain_command(
     model_path, lora_path = model_files(model, lora)
     engine = None
     if warm:
-        config = warm_engine_config(threads)
+        config = warm_engine_config(threads, parallel)
         engine = Engine(LlamaRunner(model_path, config, lora_path), config)
     explanations = SqliteExplanationStore(path, capacity)
     answerer = build_answerer(
