@@ -31,7 +31,7 @@ from worthit.demo.simulator import simulate
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_lora_path, resolve_model_path
 from worthit.engine.runner import LlamaRunner
-from worthit.engine.weights import compute_weights
+from worthit.engine.weights import weights_for
 from worthit.explain.adapter import bundled_adapter_path
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
@@ -58,8 +58,8 @@ def main() -> None:
     config = warm_engine_config(args.threads, args.parallel)
     source = resolve_model_path(args.model)
     lora = resolve_lora_path(args.lora, source, bundled_adapter_path())
-    model = compute_weights(source)
-    engine = Engine(LlamaRunner(model, config, lora), config)
+    model, runtime_lora = weights_for(source, lora)
+    engine = Engine(LlamaRunner(model, config, runtime_lora), config)
     answerer = build_answerer(MarketStore(args.db), engine)
     results = run_with_engine(engine, lambda: write_all(answerer, engine, args))
     report(results, args)

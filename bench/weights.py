@@ -1,9 +1,11 @@
 """The bundled model as shipped (Q4_1) against the weights the engine loads (its Q8_0
 upcast, `worthit.engine.weights`): llama.cpp's prefill and batched decode on the runner,
-with the shipped adapter, side by side in one run.
+with the shipped adapter applied at run time, side by side in one run; and with the
+adapter folded into the upcast (`engine.lora_merge`), the file the engine loads with it.
 
-Each round runs every variant once, in turn, so a busy neighbour slows both alike; the
-figures are medians over rounds, and the ratio is upcast over shipped.
+Each round runs every variant once, in turn, so a busy neighbour slows all alike; the
+figures are medians over rounds; the ratios are upcast over shipped and folded over
+upcast (both with the adapter).
 
     .venv/bin/python bench/weights.py --rounds 3 --threads 1,2 --batch 1,8
 """
@@ -21,7 +23,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import resolve_model_path
 from worthit.engine.runner import LlamaRunner
 from worthit.engine.sequence import SamplingParams
-from worthit.engine.weights import compute_weights
+from worthit.engine.weights import compute_weights, weights_for
 from worthit.explain.adapter import bundled_adapter_path
 
 PROMPT_TOKENS = 100
@@ -71,30 +73,48 @@ def main() -> None:
         upcast = compute_weights(shipped, Path(cache))
         if upcast == shipped:
             raise SystemExit(f"{shipped.name} is not of a type the engine upcasts")
-        variants = {"shipped": shipped, "upcast": upcast}
+        variants: dict[str, tuple[Path, Path | None]] = {
+            "shipped": (shipped, lora),
+            "upcast": (upcast, lora),
+        }
+        if lora is not None:
+            folded, left = weights_for(shipped, lora, Path(cache))
+            if left is not None:
+                raise SystemExit(f"{lora.name} could not be folded into {shipped.name}")
+            variants["folded"] = (folded, None)
         cases = [(int(t), int(b)) for t in args.threads.split(",") for b in args.batch.split(",")]
         results: dict[tuple[str, int, int], list[tuple[float, float]]] = {}
         for _ in range(args.rounds):
             for threads, batch in cases:
-                for name, path in variants.items():
+                for name, (path, adapter) in variants.items():
                     results.setdefault((name, threads, batch), []).append(
-                        measure(path, lora, threads, batch)
+                        measure(path, adapter, threads, batch)
                     )
     print(f"{shipped.name} ({'bare' if lora is None else 'with ' + lora.name}), "
           f"{args.rounds} rounds, medians")  # fmt: skip
-    print("threads batch | prefill ms/token shipped upcast ratio | decode tokens/s shipped "
-          "upcast ratio")  # fmt: skip
+    names = list(variants)
+    ratios = [("upcast", "shipped")] + ([("folded", "upcast")] if "folded" in variants else [])
+    header = " ".join(names) + " " + " ".join(f"{a}/{b}" for a, b in ratios)
+    print(f"threads batch | prefill ms/token {header} | decode tokens/s {header}")
     for threads, batch in cases:
         row = {}
-        for name in variants:
+        for name in names:
             runs = results[(name, threads, batch)]
             row[name] = (
                 statistics.median(r[0] for r in runs),
                 statistics.median(r[1] for r in runs),
             )
-        (p_s, d_s), (p_u, d_u) = row["shipped"], row["upcast"]
-        print(f"{threads:7} {batch:5} | {p_s:16.2f} {p_u:6.2f} {p_s / p_u:5.2f}x | "
-              f"{d_s:15.1f} {d_u:6.1f} {d_u / d_s:5.2f}x")  # fmt: skip
+        prefill = (
+            " ".join(f"{row[n][0]:6.2f}" for n in names)
+            + " "
+            + " ".join(f"{row[b][0] / row[a][0]:5.2f}x" for a, b in ratios)
+        )
+        decode = (
+            " ".join(f"{row[n][1]:6.1f}" for n in names)
+            + " "
+            + " ".join(f"{row[a][1] / row[b][1]:5.2f}x" for a, b in ratios)
+        )
+        print(f"{threads:7} {batch:5} | {prefill} | {decode}")
 
 
 if __name__ == "__main__":

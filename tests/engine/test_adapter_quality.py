@@ -33,7 +33,7 @@ from worthit.decide.verdict import Verdict
 from worthit.engine.config import EngineConfig
 from worthit.engine.engine import Engine
 from worthit.engine.runner import LlamaRunner
-from worthit.engine.weights import compute_weights
+from worthit.engine.weights import weights_for
 from worthit.explain.adapter import bundled_adapter_path
 from worthit.explain.templates import leading_reasons
 from worthit.facts.sheet import FactSheet
@@ -136,14 +136,27 @@ def adapter() -> Path:
 
 
 @pytest.fixture(scope="module")
-def weights(model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What the service loads for the bundled model (its Q8_0 upcast)."""
-    return compute_weights(model_path, tmp_path_factory.mktemp("cache"))
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
 
 
 @pytest.fixture(scope="module")
-def tuned(weights: Path, adapter: Path, sample: list[Case]) -> Written:
-    return write(weights, adapter, sample)
+def weights(model_path: Path, cache: Path) -> Path:
+    """What the service loads for the bundled model without an adapter (its Q8_0 upcast)."""
+    return weights_for(model_path, None, cache)[0]
+
+
+@pytest.fixture(scope="module")
+def folded(model_path: Path, adapter: Path, cache: Path) -> Path:
+    """What the service loads for the bundled model with its adapter (folded in)."""
+    path, at_run_time = weights_for(model_path, adapter, cache)
+    assert at_run_time is None, "the shipped adapter folds into the bundled model"
+    return path
+
+
+@pytest.fixture(scope="module")
+def tuned(folded: Path, sample: list[Case]) -> Written:
+    return write(folded, None, sample)
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +172,15 @@ def test_the_sample_is_fixed_and_covers_both_languages(sample: list[Case]) -> No
 
 
 def test_the_adapter_loads_into_the_engine(
-    tuned: Written, bare: Written, weights: Path, adapter: Path
+    tuned: Written, bare: Written, weights: Path, folded: Path, adapter: Path
 ) -> None:
-    assert tuned.model_id == f"{weights.name}+{adapter.name}"
+    assert tuned.model_id == folded.name
     assert bare.model_id == weights.name
+    engine = Engine(LlamaRunner(weights, config(), adapter), config())  # at run time too
+    try:
+        assert engine.model_id == f"{weights.name}+{adapter.name}"
+    finally:
+        engine.close()
 
 
 def test_the_adapter_keeps_more_explanations_than_the_bare_model(

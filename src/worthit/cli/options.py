@@ -51,13 +51,13 @@ LoraOption = Annotated[
 
 
 def model_files(model: Path | None, lora: str | None) -> tuple[Path, Path | None]:
-    """The GGUF to load and the adapter to apply to it (`--model`, `--lora`): the adapter
-    is chosen for the file the user named, the weights loaded are its upcast where one
-    computes faster (`engine.weights`)."""
-    from worthit.engine.weights import compute_weights  # llama.cpp: only where a model loads
+    """The GGUF to load and the adapter to apply to it at run time (`--model`, `--lora`):
+    the adapter is chosen for the file the user named, and folded into the weights where
+    it can be, which are upcast where that computes faster (`engine.weights`)."""
+    from worthit.engine.weights import weights_for  # llama.cpp: only where a model loads
 
     path = resolve_model_path(model)
-    return compute_weights(path), resolve_lora_path(lora, path, bundled_adapter_path())
+    return weights_for(path, resolve_lora_path(lora, path, bundled_adapter_path()))
 
 
 def db_path(db: str | Path | None, create: bool = True) -> Path:

@@ -18,6 +18,11 @@ The upcast file is a cache, written once into `$WORTHIT_CACHE`, else
 size and modification time, so a new model file is upcast again. It is
 derived from the user's own file on this machine: nothing is downloaded. Where it cannot
 be written, the source is loaded as it is, slower but the same model.
+
+With a LoRA adapter, `weights_for` folds it into the weights instead (`engine.lora_merge`,
+cached the same way under the source's and the adapter's stamps), so llama.cpp computes
+no adapter at run time; where that cannot be done the adapter applies at run time on the
+upcast.
 """
 
 from __future__ import annotations
@@ -68,12 +73,46 @@ def file_type(path: Path) -> int | None:
         llama.llama_model_free(model)
 
 
+def _stamp(*paths: Path) -> str:
+    """Names a cached file by its sources' paths, sizes and modification times."""
+    digest = hashlib.sha256()
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|".encode())
+    return digest.hexdigest()[:16]
+
+
+def weights_for(
+    source: Path, lora: Path | None, cache: Path | None = None
+) -> tuple[Path, Path | None]:
+    """The file the engine should load for `source` with `lora`, and the adapter still to
+    apply at run time: the adapter folded into Q8_0 weights (written on first use), else
+    `compute_weights(source)` with the adapter applied at run time."""
+    if lora is None:
+        return compute_weights(source, cache), None
+    folder = (cache or cache_dir()) / "weights" / _stamp(source, lora)
+    target = folder / f"{source.stem}+{lora.stem}.{TARGET}.gguf"
+    if target.is_file():
+        return target, None
+    from worthit.engine.lora_merge import MergeError, merge_lora  # numpy and gguf: on merge
+
+    partial = folder / f".{target.name}.{os.getpid()}.partial"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        merge_lora(source, lora, partial)
+        os.replace(partial, target)
+    except (OSError, MergeError) as error:
+        partial.unlink(missing_ok=True)
+        log.warning("applying %s at run time (not folded into %s: %s)", lora, source, error)
+        return compute_weights(source, cache), lora
+    log.info("folded %s into %s, written as %s", lora.name, source.name, target)
+    return target, None
+
+
 def compute_weights(source: Path, cache: Path | None = None) -> Path:
     """The file the engine should load for `source`: its Q8_0 upcast when `source` is of a
     type without repacked kernels (written on first use), else `source` itself."""
-    stat = source.stat()
-    stamp = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    folder = (cache or cache_dir()) / "weights" / stamp.hexdigest()[:16]
+    folder = (cache or cache_dir()) / "weights" / _stamp(source)
     target = folder / f"{source.stem}.{TARGET}.gguf"
     if target.is_file():
         return target  # written before: the source's type needs no reading (0.2 s)
