@@ -57,8 +57,6 @@ NOT_THE_MODELS = frozenset({"engine_error", "engine_abort", "deadline_expired",
                             "PromptTooLongError"})  # fmt: skip
 """Fallbacks that say the peer did not write (failed, cut off, refused, never asked)."""
 DOUBLES = Path(__file__).with_name("wire_doubles.py")
-FOLDED = "SmolLM2-135M-Instruct.Q4_1+explain-lora.Q8_0.gguf"
-"""What a replica loads: the bundled adapter folded into the Q8_0 upcast."""
 
 
 def assert_the_model_wrote(source: str | None, fallback: str | None, tokens: int) -> None:
@@ -205,9 +203,7 @@ def test_a_worthit_replica_continues_the_answer_and_reports_its_tokens(
     async def main() -> tuple[Explanation, int, int]:
         engine = RemoteEngine(replicas[0].url)
         try:
-            assert (
-                await engine.connect() == "SmolLM2-135M-Instruct.Q4_1+explain-lora.Q8_0.gguf"
-            )  # folded
+            assert await engine.connect() == "SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf"  # the upcast
             assert engine.wire is Wire.WORTHIT
             final = await explained(engine, PRODUCTS[0])
             run = ExplanationRun(decision().sheet, make_verdict())
@@ -441,10 +437,7 @@ def test_worthit_serve_with_remote_engines_answers_over_http(
     assert [e["healthy"] for e in engines] == [True, True]
     assert [e["concurrency"] for e in engines] == [None, None]  # a worthit replica batches
     answered_by_the_model(answer)
-    assert [m["id"] for m in models["data"]] == [
-        "worthit",
-        "SmolLM2-135M-Instruct.Q4_1+explain-lora.Q8_0.gguf",
-    ]
+    assert [m["id"] for m in models["data"]] == ["worthit", "SmolLM2-135M-Instruct.Q4_1.Q8_0.gguf"]
     assert f"engines {replicas[0].url}" in server.stderr
     assert proxied["usage"]["completion_tokens"] > 0  # plain chat goes on to a replica
     assert refused.status_code == 503
