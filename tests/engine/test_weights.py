@@ -150,6 +150,9 @@ def test_an_adapter_that_does_not_fit_the_model_applies_at_run_time(
     assert weights_for(model_path, foreign, cache) == (weights, foreign)
     not_an_adapter = model_path
     assert weights_for(model_path, not_an_adapter, cache) == (weights, not_an_adapter)
+    garbage = tmp_path / "garbage-lora.gguf"
+    garbage.write_bytes(b"not a GGUF file at all")
+    assert weights_for(model_path, garbage, cache) == (weights, garbage)
     assert not list((cache / "weights").glob("*/.*.partial")), "a partial file was left"
 
 

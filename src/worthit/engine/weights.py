@@ -101,7 +101,7 @@ def weights_for(
         folder.mkdir(parents=True, exist_ok=True)
         merge_lora(source, lora, partial)
         os.replace(partial, target)
-    except (OSError, MergeError) as error:
+    except (OSError, ValueError, KeyError, MergeError) as error:  # gguf: a file it cannot read
         partial.unlink(missing_ok=True)
         log.warning("applying %s at run time (not folded into %s: %s)", lora, source, error)
         return compute_weights(source, cache), lora
