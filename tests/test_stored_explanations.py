@@ -173,6 +173,22 @@ def test_inputs_no_try_can_explain_are_stored_as_failed_and_not_retried_at_once(
     )
 
 
+def test_by_default_a_pair_gets_six_tries_before_the_template(market: Path) -> None:
+    """The model's failures cluster on a few inputs (a Chinese WAIT for a sale, its days
+    said twice); tries five and six keep most of the ones the first four refused."""
+    engine = ScriptedEngine(*[BAD] * 5, GOOD)
+    answerer = answerer_over(market, engine)
+    answerer.wanted.add("S1", "en")
+    stats = asyncio.run(ExplanationGenerator(answerer, parallel=1).run(budget_s=1))
+    first = engine.calls[0]["messages"][1]["content"]
+    assert first.startswith("Product: Aurora NC700")
+    assert [c["messages"][1]["content"] for c in engine.calls[:6]] == [first] * 6
+    assert [c["params"].seed for c in engine.calls[1:6]] == [1, 2, 3, 4, 5]
+    assert stats.tries[6] == 1
+    served = ask(answerer_over(market, ScriptedEngine(BAD)), "Is the Aurora NC700 worth it?")
+    assert (served["explanation_source"], served["cached"]) == ("llm", True)
+
+
 def test_what_a_shopper_missed_is_written_first(market: Path) -> None:
     engine = ScriptedEngine(GOOD)
     answerer = answerer_over(market, engine)

@@ -26,7 +26,12 @@ from worthit.explain.explainer import (
 from worthit.facts.sheet import FactSheet
 
 RETRY_TEMPERATURE = 0.7
-DEFAULT_TRIES = 4
+DEFAULT_TRIES = 6
+"""Tries before a pair is left to the template. A refusal costs only the pairs the model
+keeps failing, nearly all of them Chinese WAITs for a sale whose greedy text says the
+sale's days twice ("15天后的Christmas Sale将在15天后开始"); the fifth and sixth tries keep
+most of them at about 4 tries a rescued pair, where a pair at the end of the demand walk
+costs 1.1 tries and weighs far less (docs/benchmarks.md)."""
 SAMPLING_POLICY = (
     f"best-of-{DEFAULT_TRIES}: greedy, then temperature {RETRY_TEMPERATURE} with seeds "
     f"1..{DEFAULT_TRIES - 1}; at most {DEFAULT_MAX_TOKENS} tokens "
