@@ -83,6 +83,22 @@ def test_price_windows_lows_and_percentile(store: MarketStore) -> None:
     assert sheet.percentile_90d is not None and sheet.percentile_90d < 10
 
 
+def test_a_short_history_trend_is_the_change_it_saw_not_a_30_day_extrapolation(
+    tmp_path: Path,
+) -> None:
+    """9 days, a straight fall from 150 to 60: the fitted change is 90, 86 % of the mean
+    price of 105 (not the 286 % that carrying the slope over 30 days reads)."""
+    store = MarketStore(tmp_path / "short.db")
+    records: list[object] = [ProductRecord(sku="S9", title="Short", brand="B", category="c")]
+    records += [
+        PriceRecord(sku="S9", ts=days_ago(9 - i), price=150.0 - 10.0 * i) for i in range(10)
+    ]
+    store.apply(records)  # type: ignore[arg-type]
+    sheet = FactsBuilder(store).build("S9", at_ms=AT)
+    assert sheet is not None and sheet.trend_30d_pct is not None
+    assert sheet.trend_30d_pct == pytest.approx(-100.0 * 90 / 105, abs=0.1)
+
+
 def test_ratings_are_shrunk_to_the_category_and_split_by_recency(store: MarketStore) -> None:
     sheet = FactsBuilder(store).build("S1", at_ms=AT)
     assert sheet is not None
