@@ -86,8 +86,8 @@ def test_price_windows_lows_and_percentile(store: MarketStore) -> None:
 def test_a_short_history_trend_is_the_change_it_saw_not_a_30_day_extrapolation(
     tmp_path: Path,
 ) -> None:
-    """9 days, a straight fall from 150 to 60: the fitted change is 90, 86 % of the mean
-    price of 105 (not the 286 % that carrying the slope over 30 days reads)."""
+    """9 days tracked, a straight fall from 150 to 60: the fitted change is 90, 86 % of the
+    mean price of 105 (not the 286 % that carrying the slope over 30 days reads)."""
     store = MarketStore(tmp_path / "short.db")
     records: list[object] = [ProductRecord(sku="S9", title="Short", brand="B", category="c")]
     records += [

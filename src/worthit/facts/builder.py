@@ -267,7 +267,10 @@ class FactsBuilder:
         low, low_at, high = inputs.extremes if inputs.extremes else _extremes(prices)
         last90 = [p.price for p in _since(prices, times, as_of, 90)]
         since30 = bisect_left(times, as_of - 30 * DAY_MS)
-        trend = trend_pct(times[since30:], [p.price for p in prices[since30:]], 30)
+        tracked = (as_of - times[0]) / DAY_MS if times else 0.0
+        # the slope over the days tracked when fewer than 30: a product tracked 9 days
+        # whose price fell 31 % in them has not fallen 103 % "over the last 30 days"
+        trend = trend_pct(times[since30:], [p.price for p in prices[since30:]], min(30, tracked))
         volatility = volatility_pct(last90)
         stock = inputs.stock
         today = _money(current.price) if current else None

@@ -24,13 +24,9 @@ def median(values: Sequence[float]) -> float:
 
 
 def trend_pct(times_ms: Sequence[int], prices: Sequence[float], span_days: float) -> float | None:
-    """Least-squares slope over the days observed, at most `span_days` of them, as a
-    percentage of the mean price.
+    """Least-squares slope over the span, as a percentage of the mean price.
 
-    A slope rather than first-vs-last so one outlier day cannot flip the sign. The slope
-    is never carried past the observations: a product tracked for 9 days whose price fell
-    31 % in them has fallen 31 % in the last 30 days, not the 103 % a 30-day
-    extrapolation reads.
+    A slope rather than first-vs-last so one outlier day cannot flip the sign.
     """
     n = len(prices)
     if n < 3:
@@ -42,8 +38,7 @@ def trend_pct(times_ms: Sequence[int], prices: Sequence[float], span_days: float
     if var_x == 0 or mean_y == 0:
         return None
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, prices, strict=True)) / var_x
-    observed = min(span_days, max(xs) - min(xs))
-    return 100.0 * slope * observed / mean_y
+    return 100.0 * slope * span_days / mean_y
 
 
 def volatility_pct(prices: Sequence[float]) -> float | None:
