@@ -249,6 +249,51 @@ SALE_EVENT_ZH = _inputs(
 )
 
 
+NEAR_AVG_WAIT_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        ("near_90d_avg", "info", "价格接近90天均价US$352.71。"),
+        (
+            "fake_discount_none",
+            "info",
+            "当前价：US$356.83号称比US$378.46便宜5.7%，但降价前30天内的最低价是US$334.90，"
+            "其实并没有降价。",
+        ),
+    ],
+)
+OUT_OF_STOCK_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        ("out_of_stock", "wait", "目前缺货。"),
+        ("price_falling", "wait", "近30天价格下降了13.9%。"),
+    ],
+)
+WELL_RATED_BUY_ZH = _inputs(
+    "zh",
+    "BUY",
+    [
+        ("well_rated", "buy", "口碑不错：36条评价，评分4.21/5。"),
+        ("near_90d_avg", "info", "价格接近90天均价US$928.19。"),
+    ],
+)
+WELL_RATED_BUY_EN = _inputs(
+    "en",
+    "BUY",
+    [
+        ("well_rated", "buy", "Well rated: 4.32/5 from 23 reviews."),
+        ("near_90d_avg", "info", "It is close to its 90-day average of $53.62."),
+    ],
+)
+SALE_SOON_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        ("upcoming_sale", "wait", "Christmas Sale starts in 15 days at $476.40, 14% below today."),
+        ("near_90d_avg", "info", "It is close to its 90-day average of $548.39."),
+    ],
+)
 REFUSED = [
     # the served explanations quoted in issue 25
     (
@@ -572,6 +617,20 @@ REFUSED = [
      "$111.69.", SALE_EVENT_EN, "faithful", "false_comparison"),
     ("建议再等等，因为10天后是双12，预计价格US$111.69至US$114.11（现价US$114.11）。",
      SALE_EVENT_ZH, "faithful", "false_comparison"),
+    # a fact only one reason states, claimed without it; a BUY belittling its own rating;
+    # a share no reason gives (15 is the days to the sale): served texts of 2026-12-03
+    ("建议再等等，因为价格接近90天均价US$352.71，现在下不了单。", NEAR_AVG_WAIT_ZH, "faithful",
+     "invented_fact"),
+    ("建议再等等，因为现在的价格比90天均价US$352.71高。", NEAR_AVG_WAIT_ZH, "faithful",
+     "invented_fact"),
+    ("建议再等等，因为现在的价格是90天均价US$352.71，还在往下走。", NEAR_AVG_WAIT_ZH, "faithful",
+     "invented_fact"),
+    ("值得现在买，因为36条评价的评分只有4.21/5，口碑不错。", WELL_RATED_BUY_ZH, "faithful",
+     "wrong_direction"),
+    ("Worth buying now because from 23 reviews it is rated only 4.32/5. Go ahead and buy it "
+     "if you need it.", WELL_RATED_BUY_EN, "faithful", "wrong_direction"),
+    ("Better to wait because the price of $476.40 is 15% under today's price, 14% below the "
+     "Christmas Sale price.", SALE_SOON_EN, "faithful", "ungrounded_number"),
 ]  # fmt: skip
 
 
@@ -585,6 +644,25 @@ def test_refuses_bad_explanations(text: str, inputs: CheckInputs, prop: str, cod
 
 
 ACCEPTED = [
+    (
+        "建议再等等，因为目前缺货，现在下不了单，而且近30天价格下降了13.9%，还在往下走。",
+        OUT_OF_STOCK_ZH,
+    ),
+    (
+        "建议再等等，因为价格接近90天均价US$352.71，等降到US$352.71以下再买，我可以提醒你。",
+        NEAR_AVG_WAIT_ZH,
+    ),
+    ("值得现在买，因为口碑不错，36条评价评分4.21/5。", WELL_RATED_BUY_ZH),
+    (
+        "Worth buying now because it is rated 4.32/5 from 23 reviews. Go ahead and buy it if you "
+        "need it.",
+        WELL_RATED_BUY_EN,
+    ),
+    (
+        "Better to wait because Christmas Sale starts in 15 days at $476.40, 14% below today. "
+        "Wait for Christmas Sale in 15 days; I can alert you when it starts.",
+        SALE_SOON_EN,
+    ),
     (
         "Better to wait because Double 12 is in 10 days, expected price $111.69 to $114.11, now "
         "$121.10.",

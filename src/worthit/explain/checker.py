@@ -15,7 +15,10 @@ properties it has, deterministically, in well under a millisecond, without a mod
   提醒). Every number is one of the reasons' (the guard's own matching, rounding and
   comparison rules). No claim points against the verdict: a WAIT or a SKIP never says it
   is cheap, a good deal or that its price dropped (unless a falling price is the WAIT's own
-  reason), a BUY never says to wait, a SKIP never praises its reviews.
+  reason), a BUY never says to wait or belittles its rating ("only 4.32/5"), a SKIP never
+  praises its reviews. A fact only one reason states (out of stock, still falling, above
+  the 90-day average) needs that reason among the inputs, and a share ("15%") must be a
+  share a reason writes, not another number of theirs (15 days).
 - specific: it names the strongest reason's key number, date or event (`key_reason`: the
   first leading reason that carries the verdict; for not enough data, what is missing).
 - fluent: starts with the verdict's label, right script (Chinese mostly CJK and no English
@@ -579,8 +582,44 @@ _DEAL_NOW = _Cue(
 )
 """A WAIT or a SKIP "because of the pre-sale discount" (the body after "because"): an
 offer is never why not to buy."""
+_BELITTLED = _Cue(
+    "belittled_rating",
+    re.compile(
+        r"\bonly (?:a )?\d(?:\.\d+)?/5\b|\brated only\b|只有\d(?:\.\d+)?/5|仅\d(?:\.\d+)?/5"
+    ),
+)
+"""A BUY whose rating is "only 4.21/5": the word says the rating is low, the verdict that
+it is a reason to buy."""
+_UNAVAILABLE = _Cue(
+    "unavailable",
+    re.compile(
+        r"\b(out of stock|sold out|unavailable|(?:can't|cannot|can not) (?:buy|order) it)\b"
+        r"|缺货|买不到|下不了单|断货|无货|在庫切れ|品切れ"
+    ),
+    frozenset({"out_of_stock"}),
+)
+_STILL_FALLING = _Cue(
+    "still_falling",
+    re.compile(
+        r"\b(keep(?:s)? falling|still falling|falling further|continue(?:s)? to fall)\b"
+        r"|还在往下走|往下走|还在降|还会降|继续降|继续下跌"
+    ),
+    frozenset({"price_falling", "forecast_wait"}),
+)
+_ABOVE_AVERAGE = _Cue(
+    "above_average",
+    re.compile(
+        r"\b(above|higher than|over) (?:its |the )?90-day average\b"
+        r"|比(?:近)?90天均价[^，。；,;]{0,12}?高|高于(?:近)?90天均价"
+    ),
+    frozenset({"above_90d_avg"}),
+)
+_NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE)
+"""Facts only one reason states: a text that claims one without that reason among the
+inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a product in stock)."""
+
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
-    VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER),
+    VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER, _BELITTLED),
     VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _DEAL_NOW),
     VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE, _DEAL_NOW),
     VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
@@ -777,6 +816,12 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         twisted = twisted or _todays_price(body, inputs)
         if twisted:
             out.append(("false_comparison", twisted))
+    invented = _invented(body, inputs)
+    if invented:
+        out.append(("invented_fact", invented))
+    share = _unbacked_percent(body, inputs)
+    if share:
+        out.append(("ungrounded_number", f"{share}: no reason gives this share"))
     other = _other_polarity(body, inputs)
     if other:
         out.append(("other_polarity", other))
@@ -844,6 +889,42 @@ def _against(body: str, inputs: CheckInputs) -> str:
         match = cue.pattern.search(lowered)
         if match and not (cue.licensed_by & own):
             return f"{cue.name}: {match.group(0)!r}"
+    return ""
+
+
+def _invented(body: str, inputs: CheckInputs) -> str:
+    """The first fact the body claims that no reason of the inputs states, or ""."""
+    lowered = body.lower()
+    codes = {r.code for r in inputs.reasons}
+    for cue in _NEEDS_REASON:
+        match = cue.pattern.search(lowered)
+        if match and not (cue.licensed_by & codes):
+            return f"{cue.name}: {match.group(0)!r}"
+    return ""
+
+
+_PERCENT = re.compile(r"(?<![\d.,])(\d+(?:\.\d+)?)\s?%")
+
+
+def _unbacked_percent(body: str, inputs: CheckInputs) -> str:
+    """A share the body writes that no reason writes as a share: "$183.87 is 15% under
+    today's price" where 15 is the days to the sale. Every number is the reasons', so the
+    grounding guard lets it through; a share must be one of theirs, to the precision the
+    body chose."""
+    shares = {
+        Decimal(m.group(1))
+        for r in inputs.reasons
+        for m in _PERCENT.finditer(unicodedata.normalize("NFKC", r.text))
+    }
+    for match in _PERCENT.finditer(unicodedata.normalize("NFKC", body)):
+        written = Decimal(match.group(1))
+        quantum = Decimal(1).scaleb(written.as_tuple().exponent)  # type: ignore[arg-type]
+        if not any(
+            share.quantize(quantum, rounding=rounding) == written
+            for share in shares
+            for rounding in (ROUND_HALF_UP, ROUND_HALF_EVEN)
+        ):
+            return match.group(0)
     return ""
 
 
