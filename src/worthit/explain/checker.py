@@ -882,21 +882,20 @@ def _other_polarity(body: str, inputs: CheckInputs) -> str:
 
 def _against(body: str, inputs: CheckInputs) -> str:
     """The first claim in the body that points against the verdict, or ""."""
-    lowered = body.lower()
     supporting = _SUPPORTS[inputs.verdict]
     own = {r.code for r in inputs.reasons if r.polarity is supporting}
-    for cue in _FORBIDDEN[inputs.verdict]:
-        match = cue.pattern.search(lowered)
-        if match and not (cue.licensed_by & own):
-            return f"{cue.name}: {match.group(0)!r}"
-    return ""
+    return _unlicensed(body, _FORBIDDEN[inputs.verdict], own)
 
 
 def _invented(body: str, inputs: CheckInputs) -> str:
     """The first fact the body claims that no reason of the inputs states, or ""."""
+    return _unlicensed(body, _NEEDS_REASON, {r.code for r in inputs.reasons})
+
+
+def _unlicensed(body: str, cues: Sequence[_Cue], codes: set[str]) -> str:
+    """The first cue the body says that none of `codes` licenses, named, or ""."""
     lowered = body.lower()
-    codes = {r.code for r in inputs.reasons}
-    for cue in _NEEDS_REASON:
+    for cue in cues:
         match = cue.pattern.search(lowered)
         if match and not (cue.licensed_by & codes):
             return f"{cue.name}: {match.group(0)!r}"
@@ -918,12 +917,7 @@ def _unbacked_percent(body: str, inputs: CheckInputs) -> str:
     }
     for match in _PERCENT.finditer(unicodedata.normalize("NFKC", body)):
         written = Decimal(match.group(1))
-        quantum = Decimal(1).scaleb(written.as_tuple().exponent)  # type: ignore[arg-type]
-        if not any(
-            share.quantize(quantum, rounding=rounding) == written
-            for share in shares
-            for rounding in (ROUND_HALF_UP, ROUND_HALF_EVEN)
-        ):
+        if not any(_rounds_to(share, written) for share in shares):
             return match.group(0)
     return ""
 
@@ -1135,19 +1129,25 @@ def _names(body: str, value: str) -> bool:
     if not numbers or _ISO_DATE.search(value) or len(numbers) != 1:
         return False
     wanted = numbers[0]
-    for match in _NUMBER.finditer(unicodedata.normalize("NFKC", body)):
-        written = _decimal(match)
-        places = len(match.group(2) or "")
-        quantum = Decimal(1).scaleb(-places)
-        try:
-            if any(
-                wanted.quantize(quantum, rounding=r) == written
-                for r in (ROUND_HALF_UP, ROUND_HALF_EVEN)
-            ):
-                return True
-        except InvalidOperation:
-            continue
-    return False
+    return any(
+        _rounds_to(wanted, _decimal(match))
+        for match in _NUMBER.finditer(unicodedata.normalize("NFKC", body))
+    )
+
+
+def _rounds_to(value: Decimal, written: Decimal) -> bool:
+    """Whether `written` is `value` rounded to the places `written` shows (half up or half
+    even: writers round both ways)."""
+    exponent = written.as_tuple().exponent
+    if not isinstance(exponent, int):
+        return False
+    quantum = Decimal(1).scaleb(exponent)
+    try:
+        return any(
+            value.quantize(quantum, rounding=r) == written for r in (ROUND_HALF_UP, ROUND_HALF_EVEN)
+        )
+    except InvalidOperation:
+        return False
 
 
 def check_all(pairs: Iterable[tuple[str, CheckInputs]]) -> list[CheckResult]:
