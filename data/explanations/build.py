@@ -83,6 +83,10 @@ CURRENCIES = (("CNY", 7.13), ("JPY", 151.4), ("EUR", 0.93))
 TRAIN_CAP_PER_COMBO = 15
 """Lines per (language, verdict, leading codes) in train: frequent combinations (a BUY
 near its all-time low) would otherwise drown the rare ones."""
+TRAIN_CAP_SINGLE = 40
+"""Lines per combination whose verdict rests on one reason (a WAIT whose price is only
+close to its average): the commonest answers on a real market, and the ones where a model
+with little to say invents a second fact ("out of stock", "still falling")."""
 HELDOUT_PER_LANGUAGE = 150
 SECOND_SHARE = 0.55
 """How often a target also words the second reason, when that one points the same way."""
@@ -346,21 +350,24 @@ def _unique(found: Iterator[Candidate]) -> list[Candidate]:
     return out
 
 
-def _balanced(found: list[Candidate], cap: int, seed: str) -> list[Candidate]:
-    """At most `cap` per combination, drawn evenly over products, real sheets first."""
+def _balanced(found: list[Candidate], cap: int, single_cap: int, seed: str) -> list[Candidate]:
+    """At most `cap` per combination (`single_cap` where the verdict has one leading
+    reason), drawn evenly over products, real sheets first."""
     groups: dict[tuple[str, str, tuple[str, ...]], list[Candidate]] = collections.defaultdict(list)
     for c in found:
         groups[c.combo].append(c)
     out = []
     for combo in sorted(groups):
         group = groups[combo]
+        judged = combo[1] != "INSUFFICIENT_DATA"  # "not enough data" has little to word
+        limit = single_cap if judged and len(combo[2]) == 1 else cap
         random.Random(f"{seed}:{combo}").shuffle(group)
         real = [c for c in group if c.variation == "none"]
         varied = [c for c in group if c.variation != "none"]
-        take = real[: (cap + 1) // 2]
-        take += varied[: cap - len(take)]
-        take += real[len(take) : cap] if len(take) < cap else []
-        out += take[:cap]
+        take = real[: (limit + 1) // 2]
+        take += varied[: limit - len(take)]
+        take += real[len(take) : limit] if len(take) < limit else []
+        out += take[:limit]
     return out
 
 
@@ -422,7 +429,7 @@ def main() -> None:
         held_found = _unique(candidates(HELDOUT_MARKET, workdir))
     train_titles = {c.title for c in train_found}
     held_found = [c for c in held_found if c.title not in train_titles]
-    train = _rows(_balanced(train_found, TRAIN_CAP_PER_COMBO, "train"), "train")
+    train = _rows(_balanced(train_found, TRAIN_CAP_PER_COMBO, TRAIN_CAP_SINGLE, "train"), "train")
     heldout = _rows(_heldout(held_found, HELDOUT_PER_LANGUAGE + 20), "heldout")
     heldout = [
         row

@@ -265,7 +265,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "price_falling": (
             "近30天价格已经下降了{drop_pct}%，可能还会继续降",
-            "价格近30天下降了{drop_pct}%，还在往下走",
+            "价格近30天下降了{drop_pct}%，可能还会再降",
         ),
         "was_price_untrusted": (
             "商家标注的原价{list_price}不可信，近90天价格中位数只有{median90}",
@@ -279,7 +279,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "upcoming_offer": (
             "{name}（{terms}）{days}天后开始，按现价买一件约{promo_price}，比现在的{today}"
             "低{saving_pct}%",
-            "{days}天后的{name}有{terms}，买一件约{promo_price}，比现在的{today}便宜",
+            "{name}（{terms}）将在{days}天后开始，买一件约{promo_price}，比现在的{today}便宜",
         ),
         "sale_event": (
             "{days}天后是{name}，预计价格{prices}，而现价是{current}",
@@ -287,8 +287,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "out_of_stock": (
             "目前缺货",
-            "这件商品现在缺货，买不到",
-            "它目前缺货，现在下不了单",
+            "这件商品现在缺货",
         ),
         "over_budget": (
             "当前价{current}超出了你的预算{budget}",
@@ -343,7 +342,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "WAIT:active_promotion": ("{name}虽然进行到{ends}，但{promo_price}对它来说并不算低价",),
         "quality_floor": (
-            "评分偏低，{count}条评价按品类校正后只有{rating}/5",
+            "评分偏低：{count}条评价按品类校正后为{rating}/5",
             "它的评分只有{rating}/5（{count}条评价，已按品类校正），明显偏低",
             "按品类校正后，它的评分只有{rating}/5（{count}条评价），明显偏低",
         ),
@@ -468,7 +467,7 @@ SECOND: dict[str, dict[str, tuple[str, ...]]] = {
         "effective_price": ("，用{name}买一件只需{effective}",),
         "active_promotion": ("，{name}进行中，截至{ends}",),
         "low_stock": ("，库存仅剩{quantity}件",),
-        "quality_floor": ("，而且评分偏低，只有{rating}/5",),
+        "quality_floor": ("，而且评分偏低（{rating}/5）",),
         "rating_falling": ("，近{recent_days}天评分也从{earlier}/5降到了{recent}/5",),
     },
 }
@@ -626,11 +625,11 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "WAIT:upcoming_sale": (
             "建议等{name}开始再买，到时我可以提醒你。",
-            "等{days}天后{name}再下单，我可以帮你设个提醒。",
+            "等{name}开始后再下单，我可以帮你设个提醒。",
         ),
         "WAIT:upcoming_offer": (
             "建议等{name}开始再买，到时我可以提醒你。",
-            "等{days}天后{name}再下单，我可以帮你设个提醒。",
+            "等{name}开始后再下单，我可以帮你设个提醒。",
         ),
         "WAIT:sale_event": (
             "等到{name}再买，我可以帮你盯着价格。",
