@@ -176,6 +176,22 @@ def test_chinese_answers_read_the_models_first_sentence_only() -> None:
     assert model.streams[0].consumed == 1
 
 
+def test_a_chinese_reason_of_four_characters_is_served() -> None:
+    """"建议再等等，因为目前缺货。" is a whole answer; it was refused as too short (a run
+    of Chinese characters counted as one word plus half its length) and the template
+    served instead."""
+    zh_wait = make_verdict(
+        kind=VerdictKind.WAIT,
+        language="zh",
+        reasons=(
+            make_reason(code="out_of_stock", polarity=Polarity.WAIT, text="目前缺货。"),
+        ),
+    )
+    _, final = run(Scripted("目前缺货。", "等到货再买，补货时我可以提醒你。"), zh_wait)
+    assert final.source == "llm", final.fallback_reason
+    assert final.text == "建议再等等，因为目前缺货。"
+
+
 def test_a_sale_named_with_a_number_at_a_sentence_end_is_no_list_marker() -> None:
     """ "…ahead of Double 12. Wait for it…" read " 12." as the next list item and served
     "ahead of Double ." with the sale's name cut."""
@@ -266,6 +282,9 @@ def test_no_model_means_template_text() -> None:
         ("不建议购买，评分下降了很多", VerdictKind.BUY, "contradicts_verdict"),
         ("price 1000000 is odd but grounded elsewhere", VerdictKind.BUY, None),
         ("好好好好好好好", VerdictKind.BUY, "repetitive"),
+        ("目前缺货", VerdictKind.WAIT, None),
+        ("便宜", VerdictKind.BUY, "too_short"),
+        ("of the price", VerdictKind.BUY, "too_short"),
     ],
 )
 def test_sanity_rules(text: str, kind: VerdictKind, expected: str | None) -> None:

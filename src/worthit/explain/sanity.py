@@ -31,6 +31,7 @@ _ECHOES = (
     "facts ",
 )
 _WORDS = re.compile(r"\w+", re.UNICODE)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
 _DANGLING = re.compile(
     r"([:：,，;；(（]|\b(that|of|the|and|because|is|at|to)|(^|[\s:：])\d{1,2}\.)$", re.IGNORECASE
 )
@@ -51,14 +52,15 @@ def problem(text: str, kind: VerdictKind, min_words: int = 4) -> str | None:
     """Why the text (the model's words after the headline) cannot be shown, or None.
 
     A reason that only restates the verdict ("because it's worth it") or stops mid-
-    sentence says nothing the template would not say better, so it falls back too.
+    sentence says nothing the template would not say better, so it falls back too. A
+    Chinese character counts as a word: "目前缺货" (out of stock) is a whole reason in four,
+    the strict checker's own Chinese minimum.
     """
     lowered = text.lower()
     if any(echo in lowered for echo in _ECHOES):
         return "echoed_prompt"
-    words = _WORDS.findall(lowered)
-    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-    if len(words) + cjk // 2 < min_words:
+    cjk = len(_CJK.findall(text))
+    if len(_WORDS.findall(_CJK.sub(" ", lowered))) + cjk < min_words:
         return "too_short"
     if repetitive(text):
         return "repetitive"
