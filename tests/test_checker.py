@@ -249,6 +249,21 @@ SALE_EVENT_ZH = _inputs(
 )
 
 
+FALLING_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        ("price_falling", "wait", "The price has fallen 26.4% over the last 30 days."),
+        (
+            "was_price_untrusted",
+            "info",
+            'The seller\'s "was" price of $147.64 is ignored: the 90-day median is $81.03.',
+        ),
+    ],
+)
+NEAR_AVG_WAIT_EN = _inputs(
+    "en", "WAIT", [("near_90d_avg", "wait", "It is close to its 90-day average of $464.28.")]
+)
 NEAR_AVG_WAIT_ZH = _inputs(
     "zh",
     "WAIT",
@@ -631,6 +646,18 @@ REFUSED = [
      "if you need it.", WELL_RATED_BUY_EN, "faithful", "wrong_direction"),
     ("Better to wait because the price of $476.40 is 15% under today's price, 14% below the "
      "Christmas Sale price.", SALE_SOON_EN, "faithful", "ungrounded_number"),
+    # a number the reasons give, said to be something it is not: a fall's share as a
+    # price or a price target, one amount in two roles (bench/guard.py samples, 2026-12-03)
+    ("Better to wait because the price has fallen 26.4% over the last 30 days and may keep "
+     "falling. Wait for a dip below $26.40; I can watch the price for you.", FALLING_EN,
+     "faithful", "false_comparison"),
+    ("Better to wait because the price has fallen 26.4% over the last 30 days and may keep "
+     "falling. Wait for a dip below 26.4%; I can watch the price for you.", FALLING_EN,
+     "faithful", "false_comparison"),
+    ("Better to wait because the price of $464.28 is close to its 90-day average of $464.28, "
+     "so it is not a low price today.", NEAR_AVG_WAIT_EN, "faithful", "false_comparison"),
+    ("Better to wait because the price has fallen 26.4% over the last 30 days, from $81.03 "
+     "to $81.03.", FALLING_EN, "faithful", "false_comparison"),
 ]  # fmt: skip
 
 
@@ -724,6 +751,18 @@ ACCEPTED = [
     ),
     # the guard's rounding: a number may be written to fewer places
     ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
+    # an amount the reasons give, said again as the price to wait for
+    (
+        "Better to wait because it is close to its 90-day average of $464.28: an ordinary "
+        "price, not a low one. Hold off until it drops below $464.28; I can watch the price "
+        "for you.",
+        NEAR_AVG_WAIT_EN,
+    ),
+    (
+        "Better to wait because the price has fallen 26.4% over the last 30 days and may keep "
+        "falling. Hold off until it drops below $81.03; I can alert you.",
+        FALLING_EN,
+    ),
 ]
 
 

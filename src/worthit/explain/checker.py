@@ -813,7 +813,7 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         out.append(("false_comparison", "; ".join(guard.false_comparisons)))
     else:
         twisted = _twisted_comparison(body, inputs) if inputs.language == "en" else ""
-        twisted = twisted or _todays_price(body, inputs)
+        twisted = twisted or _todays_price(body, inputs) or _misused_amount(body, inputs)
         if twisted:
             out.append(("false_comparison", twisted))
     invented = _invented(body, inputs)
@@ -970,6 +970,44 @@ def _todays_price(body: str, inputs: CheckInputs) -> str:
         return ""
     wrong = sorted(_today_amounts(body, inputs.language) - known)
     return f"today's price {wrong[0]} (the reasons: {', '.join(sorted(known))})" if wrong else ""
+
+
+_MONEY = re.compile(r"(?:[A-Z]{0,3}[$€£¥])(\d[\d,]*(?:\.\d+)?)")
+_SHARE_AS_PRICE = re.compile(
+    r"\b(?:dip|drops?|falls?|comes? down|back) (?:below|under|to|near) \d[\d.,]*\s?%"
+    r"|(?:降到|降至|低于|回到)\d[\d.,]*\s?%"
+)
+
+
+def _amounts(text: str) -> list[Decimal]:
+    return [Decimal(m.group(1).replace(",", "")) for m in _MONEY.finditer(text)]
+
+
+def _misused_amount(body: str, inputs: CheckInputs) -> str:
+    """Money the reasons never write as money, or one amount given two roles: "Wait for a
+    dip below $26.40" from a fall of 26.4%, "below 18.1%" as a price to wait for, "the
+    price of $1,265.67 is close to its 90-day average of $1,265.67" (the average called
+    today's price), "fallen from $1,370.96 to $1,370.96". The grounding guard sees only
+    that each number is the inputs'; what the number is said to be is judged here."""
+    normal = unicodedata.normalize("NFKC", body)
+    share = _SHARE_AS_PRICE.search(normal)
+    if share:
+        return f"a share as a price: {share.group(0)!r}"
+    texts = [unicodedata.normalize("NFKC", r.text) for r in inputs.reasons]
+    known = [amount for text in texts for amount in _amounts(text)]
+    for match in _MONEY.finditer(normal):
+        written = Decimal(match.group(1).replace(",", ""))
+        if not any(_rounds_to(amount, written) for amount in known):
+            return f"{match.group(0)}: no reason gives this amount"
+    for clause in _CLAUSE.split(normal):
+        said = collections.Counter(_amounts(clause))
+        for amount, count in said.items():
+            if count > 1 and not any(_amounts(text).count(amount) > 1 for text in texts):
+                return f"{amount} said twice in one clause, once by the reasons"
+    return ""
+
+
+_CLAUSE = re.compile(r"[，；;：。！？!?]|[,:.](?!\d)")
 
 
 _WHICH_IS = re.compile(
