@@ -3,8 +3,10 @@ reasons: what a person reads to judge them (issue 25 asks for 100 a language).
 
 Only texts stored under the key of the product's current prompt are drawn (what an answer
 would stream now); texts whose inputs have moved since they were written are counted and
-skipped. The model identity is the service's default (the bundled model's upcast and the
-shipped adapter), as `worthit serve` computes it.
+skipped, and so are texts the checks an answer runs before streaming a stored text
+(`ExplanationRun.recheck`, today's checker) now refuse: a shopper gets the template there.
+The model identity is the service's default (the bundled model's upcast and the shipped
+adapter), as `worthit serve` computes it.
 
     .venv/bin/python bench/served_explanations.py --db var/demo.db --count 50 --seed 25
 """
@@ -12,6 +14,7 @@ shipped adapter), as `worthit serve` computes it.
 from __future__ import annotations
 
 import argparse
+import collections
 import random
 import sqlite3
 import sys
@@ -40,6 +43,7 @@ def main() -> None:
     model, lora = model_files(None, None)
     answerer = build_answerer(MarketStore(args.db), None, model=model_identity(model, lora))
     shown = stale = 0
+    refused: collections.Counter[str] = collections.Counter()
     for key, sku, language, verdict, text in rows:
         if shown == args.count:
             break
@@ -50,15 +54,24 @@ def main() -> None:
         if current is None or decision.sheet is None:
             stale += 1
             continue
-        if answerer.key(ExplanationRun(decision.sheet, current)) != key:
+        run = ExplanationRun(decision.sheet, current)
+        if answerer.key(run) != key:
             stale += 1
+            continue
+        why = run.recheck(text)
+        if why is not None:
+            refused[why[0]] += 1
             continue
         shown += 1
         print(f"## {shown}. {sku} {language} {verdict}")
         for reason in current.reasons:
             print(f"   - {reason.text}")
         print(f"   TEXT: {text}\n")
-    print(f"{shown} served now, {stale} stale skipped", file=sys.stderr)
+    print(
+        f"{shown} served now, {stale} stale skipped, {sum(refused.values())} refused by "
+        f"today's checks {dict(refused)}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":
