@@ -249,6 +249,11 @@ SALE_EVENT_ZH = _inputs(
 )
 
 
+SALE_15_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [("upcoming_sale", "wait", "Christmas Sale将在15天后开始，价格US$595.55，比现在低27.4%。")],
+)
 FALLING_EN = _inputs(
     "en",
     "WAIT",
@@ -658,6 +663,16 @@ REFUSED = [
      "so it is not a low price today.", NEAR_AVG_WAIT_EN, "faithful", "false_comparison"),
     ("Better to wait because the price has fallen 26.4% over the last 30 days, from $81.03 "
      "to $81.03.", FALLING_EN, "faithful", "false_comparison"),
+    ("Better to wait because Christmas Sale starts in 15 days at $476.40. Wait until it "
+     "starts in $476.40 or less; I can alert you when it does.", SALE_SOON_EN, "faithful",
+     "false_comparison"),
+    # the sale's days said twice in other forms, or 再过 with no span (served 2026-12-03)
+    ("建议再等等，因为15天后Christmas Sale将在15天再买，价格会降到US$595.55。", SALE_15_ZH,
+     "fluent", "repeated_clause"),
+    ("建议再等等，因为15天后再过15天就是Christmas Sale，到时只会有15天再买。", SALE_15_ZH,
+     "fluent", "repeated_clause"),
+    ("建议再等等，因为15天后再过Christmas Sale，价格会降到US$595.55，比现在低27.4%。",
+     SALE_15_ZH, "fluent", "ungrammatical"),
 ]  # fmt: skip
 
 
@@ -751,6 +766,10 @@ ACCEPTED = [
     ),
     # the guard's rounding: a number may be written to fewer places
     ("Worth buying now because at $242 it is within 0.1% of its all-time low.", BUY_EN),
+    (
+        "建议再等等，因为再过15天就是Christmas Sale，价格会降到US$595.55，比现在低27.4%。",
+        SALE_15_ZH,
+    ),
     # an amount the reasons give, said again as the price to wait for
     (
         "Better to wait because it is close to its 90-day average of $464.28: an ordinary "

@@ -683,7 +683,7 @@ def _fluency(text: str, inputs: CheckInputs) -> list[tuple[str, str]]:
     again = _repeated_numbers(body, _names_of(inputs))
     if again:
         out.append(("repeated_clause", again))
-    broken = _BECAUSE_OF_CLAUSE.search(body) if inputs.language == "en" else None
+    broken = (_BECAUSE_OF_CLAUSE if inputs.language == "en" else _SPAN_MISSING).search(body)
     if broken is not None:
         out.append(("ungrammatical", broken.group(0)))
     if not ends_sentence(stripped.rstrip("\"'”’)）")):
@@ -775,15 +775,21 @@ def _repeated_numbers(body: str, names: Sequence[str] = ()) -> str:
         for i, pair in enumerate(pairs):
             if pair[0] != pair[1] and pair in pairs[i + 2 :]:
                 return f"{pair[0]} … {pair[1]} twice"
-        counted = collections.Counter(m.group(0).lower() for m in _NUMBER_UNIT.finditer(sentence))
+        counted = collections.Counter(
+            f"{m.group(1)}天" if m.group(1) else m.group(0).lower()
+            for m in _NUMBER_UNIT.finditer(sentence)
+        )
         twice = next((unit for unit, n in counted.items() if n > 1), None)
         if twice:
             return f"{twice!r} twice"
     return ""
 
 
-_NUMBER_UNIT = re.compile(r"(?<![\d.,])\d+\s?天后|\bin \d+ (?:days?|weeks?)\b")
-"""A span of time said twice in one sentence ("15天后Christmas Sale将在15天后开始")."""
+_NUMBER_UNIT = re.compile(r"(?<![近\d.,])(\d+)\s?天(?!内)|\bin \d+ (?:days?|weeks?)\b")
+"""A span of time said twice in one sentence ("15天后Christmas Sale将在15天后开始", "15天后
+Christmas Sale将在15天再买", "15天后再过15天"); a window ("近30天", "2天内") is no span."""
+_SPAN_MISSING = re.compile(r"再过(?!\s?\d|[一两几数半])")
+"""再过 ("in … time") with no span after it: "15天后再过Christmas Sale"."""
 
 
 def _names_of(inputs: CheckInputs) -> tuple[str, ...]:
@@ -978,6 +984,9 @@ _SHARE_AS_PRICE = re.compile(
     r"|(?:降到|降至|低于|回到)\d[\d.,]*\s?%"
 )
 
+_AMOUNT_AS_TIME = re.compile(r"\b(?:starts?|ends?|comes?|is) in [A-Z]{0,3}[$€£¥]\d")
+"""'Wait until it starts in $405.61 or less': a price where the days to a sale go."""
+
 
 def _amounts(text: str) -> list[Decimal]:
     return [Decimal(m.group(1).replace(",", "")) for m in _MONEY.finditer(text)]
@@ -985,14 +994,18 @@ def _amounts(text: str) -> list[Decimal]:
 
 def _misused_amount(body: str, inputs: CheckInputs) -> str:
     """Money the reasons never write as money, or one amount given two roles: "Wait for a
-    dip below $26.40" from a fall of 26.4%, "below 18.1%" as a price to wait for, "the
-    price of $1,265.67 is close to its 90-day average of $1,265.67" (the average called
-    today's price), "fallen from $1,370.96 to $1,370.96". The grounding guard sees only
-    that each number is the inputs'; what the number is said to be is judged here."""
+    dip below $26.40" from a fall of 26.4%, "below 18.1%" as a price to wait for, "starts
+    in $405.61", "the price of $1,265.67 is close to its 90-day average of $1,265.67" (the
+    average called today's price), "fallen from $1,370.96 to $1,370.96". The grounding
+    guard sees only that each number is the inputs'; what the number is said to be is
+    judged here."""
     normal = unicodedata.normalize("NFKC", body)
     share = _SHARE_AS_PRICE.search(normal)
     if share:
         return f"a share as a price: {share.group(0)!r}"
+    when = _AMOUNT_AS_TIME.search(normal)
+    if when:
+        return f"an amount as a time: {when.group(0)!r}"
     texts = [unicodedata.normalize("NFKC", r.text) for r in inputs.reasons]
     known = [amount for text in texts for amount in _amounts(text)]
     for match in _MONEY.finditer(normal):
