@@ -666,6 +666,8 @@ REFUSED = [
     ("Better to wait because Christmas Sale starts in 15 days at $476.40. Wait until it "
      "starts in $476.40 or less; I can alert you when it does.", SALE_SOON_EN, "faithful",
      "false_comparison"),
+    ("值得现在买，因为现价$242.20距历史最低价$241.89仅高0.1%，还是偏贵。", BUY_ZH, "faithful",
+     "wrong_direction"),
     # the sale's days said twice in other forms, or 再过 with no span (served 2026-12-03)
     ("建议再等等，因为15天后Christmas Sale将在15天再买，价格会降到US$595.55。", SALE_15_ZH,
      "fluent", "repeated_clause"),

@@ -8,7 +8,7 @@ pass the grounding guard and the strict checker (`Explanation.source == "llm"`).
 The sample is held out and fixed: last week's best sellers of the small market whose
 title is not in the adapter's training data and whose verdict has a leading reason,
 alternately asked in English and in Chinese, written on the weights the service loads
-(the bundled file's Q8_0 upcast, `engine.weights`). On it the adapter keeps 11 of 12 (6
+(the bundled file's Q8_0 upcast, `engine.weights`). On it the adapter keeps 10 of 12 (5
 in English, 5 in Chinese), the bare model none. The bar, at least half of the sample and in each
 language strictly more than the bare model, leaves a margin for a llama.cpp build that
 breaks a near-tie the other way, and cannot be met with the bare model in both runs.
