@@ -983,18 +983,19 @@ def _todays_price(body: str, inputs: CheckInputs) -> str:
     return f"today's price {wrong[0]} (the reasons: {', '.join(sorted(known))})" if wrong else ""
 
 
-_MONEY = re.compile(r"(?:[A-Z]{0,3}[$€£¥])(\d[\d,]*(?:\.\d+)?)")
+_MONEY = re.compile(_AMOUNT)
 _SHARE_AS_PRICE = re.compile(
     r"\b(?:dip|drops?|falls?|comes? down|back) (?:below|under|to|near) \d[\d.,]*\s?%"
     r"|(?:降到|降至|低于|回到)\d[\d.,]*\s?%"
 )
-
-_AMOUNT_AS_TIME = re.compile(r"\b(?:starts?|ends?|comes?|is) in [A-Z]{0,3}[$€£¥]\d")
+"""A share where a price to wait for goes: "Wait for a dip below 18.1%"."""
+_AMOUNT_AS_TIME = re.compile(rf"\b(?:starts?|ends?|comes?|is) in {_AMOUNT}")
 """'Wait until it starts in $405.61 or less': a price where the days to a sale go."""
 
 
-def _amounts(text: str) -> list[Decimal]:
-    return [Decimal(m.group(1).replace(",", "")) for m in _MONEY.finditer(text)]
+def _amounts(text: str) -> list[tuple[str, Decimal]]:
+    """Each amount of money the text writes, as written and as a value."""
+    return [(m.group(0), Decimal(m.group(1).replace(",", ""))) for m in _MONEY.finditer(text)]
 
 
 def _misused_amount(body: str, inputs: CheckInputs) -> str:
@@ -1011,16 +1012,18 @@ def _misused_amount(body: str, inputs: CheckInputs) -> str:
     when = _AMOUNT_AS_TIME.search(normal)
     if when:
         return f"an amount as a time: {when.group(0)!r}"
-    texts = [unicodedata.normalize("NFKC", r.text) for r in inputs.reasons]
-    known = [amount for text in texts for amount in _amounts(text)]
-    for match in _MONEY.finditer(normal):
-        written = Decimal(match.group(1).replace(",", ""))
-        if not any(_rounds_to(amount, written) for amount in known):
-            return f"{match.group(0)}: no reason gives this amount"
+    reasons = [
+        [value for _, value in _amounts(unicodedata.normalize("NFKC", r.text))]
+        for r in inputs.reasons
+    ]
+    known = [amount for values in reasons for amount in values]
+    for written, value in _amounts(normal):
+        if not any(_rounds_to(amount, value) for amount in known):
+            return f"{written}: no reason gives this amount"
     for clause in _CLAUSE.split(normal):
-        said = collections.Counter(_amounts(clause))
+        said = collections.Counter(v for _, v in _amounts(clause))
         for amount, count in said.items():
-            if count > 1 and not any(_amounts(text).count(amount) > 1 for text in texts):
+            if count > 1 and not any(values.count(amount) > 1 for values in reasons):
                 return f"{amount} said twice in one clause, once by the reasons"
     return ""
 
