@@ -494,6 +494,7 @@ REFUSED = [
         "repeated_chars",
     ),
     ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
+    ("Worth buying now because it is 4.32/5.", WELL_RATED_BUY_EN, "fluent", "too_short"),
     # what the bare model wrote on held-out inputs and a strict reader refuses
     (
         "Better to wait because of the 618 starts in 8 days at $346.25.",
@@ -697,6 +698,8 @@ ACCEPTED = [
         NEAR_AVG_WAIT_ZH,
     ),
     ("值得现在买，因为口碑不错，36条评价评分4.21/5。", WELL_RATED_BUY_ZH),
+    # the first sentence alone, as the guard checks it while the answer streams
+    ("Worth buying now because 23 reviews rate it 4.32/5.", WELL_RATED_BUY_EN),
     (
         "Worth buying now because it is rated 4.32/5 from 23 reviews. Go ahead and buy it if you "
         "need it.",

@@ -285,6 +285,8 @@ def test_no_model_means_template_text() -> None:
         ("目前缺货", VerdictKind.WAIT, None),
         ("便宜", VerdictKind.BUY, "too_short"),
         ("of the price", VerdictKind.BUY, "too_short"),
+        ("the price was raised 15% over 14 days, ahead of Double 12.", VerdictKind.WAIT, None),
+        ("it was cheaper last month. 2.", VerdictKind.WAIT, "incomplete"),
     ],
 )
 def test_sanity_rules(text: str, kind: VerdictKind, expected: str | None) -> None:

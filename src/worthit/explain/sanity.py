@@ -33,8 +33,11 @@ _ECHOES = (
 _WORDS = re.compile(r"\w+", re.UNICODE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _DANGLING = re.compile(
-    r"([:：,，;；(（]|\b(that|of|the|and|because|is|at|to)|(^|[\s:：])\d{1,2}\.)$", re.IGNORECASE
+    r"([:：,，;；(（]|\b(that|of|the|and|because|is|at|to)|(^|(?<!double)[\s:：])\d{1,2}\.)$",
+    re.IGNORECASE,
 )
+"""Ends mid-clause, or with a list's next marker (" 2."); a sale named with its number
+("ahead of Double 12.") is no marker."""
 _TAUTOLOGY = re.compile(
     r"\b(it'?s|it is) (not )?worth (buying|it)\b|\bthe fact that\s*[:：]?$|because of the price\.?$"
     r"|\bit'?s a great product\b|值得买，|不值得买。$"
