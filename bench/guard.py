@@ -26,7 +26,7 @@ from worthit.answer.answerer import Answerer
 from worthit.answer.background import QUESTIONS
 from worthit.answer.generation import DEFAULT_TRIES, Generated, generate
 from worthit.cli.engine_host import run_with_engine
-from worthit.cli.explain import warm_engine_config
+from worthit.cli.explain import WARM_PARALLEL, warm_engine_config
 from worthit.demo.simulator import simulate
 from worthit.engine.engine import Engine
 from worthit.engine.model_files import resolve_lora_path, resolve_model_path
@@ -42,7 +42,9 @@ def main() -> None:
     parser.add_argument("--db", default="var/demo.db")
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--tries", type=int, default=DEFAULT_TRIES)
-    parser.add_argument("--parallel", type=int, default=8, help="explanations written at once")
+    parser.add_argument(
+        "--parallel", type=int, default=WARM_PARALLEL, help="explanations written at once"
+    )
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--model", default=None)
     parser.add_argument(

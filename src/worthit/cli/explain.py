@@ -41,6 +41,14 @@ English explanation needs about 200 cells (135 prompt tokens and 64 to write), a
 one about 330, which then waits for cells rather than make every token scan more. 8 in
 flight in 2,048 cells wrote 1.70-1.81 explanations a second where 8,192 cells wrote 1.44-1.47
 (docs/benchmarks.md)."""
+WARM_PARALLEL = 4
+"""Explanations in flight. Every token of the batch, prompt or answer, has flash attention
+visit the pool up to its highest cell in use, so the pool's size (256 cells an explanation
+in flight) prices every token: 8 in flight spent 40 % of the engine's time in attention
+(py-spy, 2026-12-03). Side by side on this 2-core Xeon (`explain --warm --budget-s 240`,
+fresh copies of the demo market, one after the other), 4 at once wrote 1.32 explanations a
+second, 5 1.26, 6 1.27 and 8 1.23; in 90- and 150-s runs 4 led 8 each time by 7-20 %. 2 or
+3 in flight batch too little (1.43-1.44 where 4 wrote 1.51-1.65 in 90 s)."""
 WARM_MIN_CONTEXT = 1024
 """Room for the longest explanation alone: a Japanese prompt runs to 380 tokens, with 112
 to write."""
@@ -80,7 +88,7 @@ def explain_command(
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     parallel: Annotated[
         int, typer.Option(min=1, max=32, help="Explanations written at once (one batch).")
-    ] = 8,
+    ] = WARM_PARALLEL,
     tries: Annotated[
         int, typer.Option(min=1, max=8, help="Tries per explanation (best-of-k).")
     ] = DEFAULT_TRIES,
