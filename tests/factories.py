@@ -43,7 +43,7 @@ def make_promotion(**overrides: Any) -> PromotionFact:
         "starts": "2026-03-20T00:00:00Z",
         "ends": "2026-03-27T00:00:00Z",
         "price": 259.0,
-        "days_until_start": 6.5,
+        "days_until_start": 7,
     }
     return PromotionFact(**(fields | overrides))
 
@@ -55,7 +55,7 @@ def make_offer(**overrides: Any) -> PromotionFact:
         "starts": "2026-03-10T00:00:00Z",
         "ends": "2026-03-20T00:00:00Z",
         "price": 199.99,
-        "days_until_start": 0.0,
+        "days_until_start": 0,
         "kind": "threshold",
         "base_price": 229.99,
         "threshold": 200.0,

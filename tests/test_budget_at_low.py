@@ -56,7 +56,7 @@ def test_at_the_low_itself(language: str, text: str) -> None:
 
 def test_a_sale_coming_still_means_wait_for_it() -> None:
     """An announced sale may bring it under the budget: that wait stands."""
-    sale = make_promotion(price=180.0, days_until_start=5.0)
+    sale = make_promotion(price=180.0, days_until_start=5)
     verdict = decide_verdict(at_low(212.0, upcoming_promotions=(sale,)), budget=200.0)
     assert verdict.kind is VerdictKind.WAIT
     assert {"over_budget", "upcoming_sale"} <= {r.code for r in verdict.reasons}

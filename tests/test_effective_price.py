@@ -362,7 +362,7 @@ def test_one_unit_below_the_threshold_is_told_it_saves_nothing() -> None:
 
 
 def test_a_promotional_price_keeps_its_own_reason() -> None:
-    promo = make_promotion(days_until_start=0.0, price=219.0)
+    promo = make_promotion(days_until_start=0, price=219.0)
     sheet = _offer_sheet(active_promotions=(promo,), effective_price=219.0)
     assert _reason(sheet, "effective_price") is None
     assert _reason(sheet, "active_promotion") is not None
@@ -381,7 +381,7 @@ def test_an_upcoming_offer_is_compared_as_one_units_price() -> None:
         percent_off=10.0,
         price=270.0,
         base_price=300.0,
-        days_until_start=6.0,
+        days_until_start=6,
     )
     sheet = _upcoming(offer, effective_price=300.0)
     en = _reason(sheet, "upcoming_sale")
@@ -403,7 +403,7 @@ def test_an_upcoming_threshold_one_unit_misses_is_no_reason_to_wait() -> None:
         price=300.0,
         base_price=300.0,
         applies=False,
-        days_until_start=6.0,
+        days_until_start=6,
     )
     assert _reason(_upcoming(offer, effective_price=300.0), "upcoming_sale") is None
 
@@ -414,7 +414,7 @@ def test_an_upcoming_sale_must_beat_what_one_unit_costs_today(today: float, wait
     coupon = make_offer(
         name="Club", kind="coupon", threshold=None, save=30.0, price=270.0, base_price=300.0
     )
-    sale = make_promotion(price=270.0, days_until_start=6.0)
+    sale = make_promotion(price=270.0, days_until_start=6)
     sheet = _upcoming(
         sale,
         active_promotions=(coupon,) if today < 300.0 else (),
@@ -434,7 +434,7 @@ def test_every_number_the_offer_reasons_write_is_grounded(language: str) -> None
         percent_off=20.0,
         min_spend=100.0,
         price=183.99,
-        days_until_start=4.0,
+        days_until_start=4,
     )
     sheet = _offer_sheet(active_promotions=(make_offer(), short), upcoming_promotions=(upcoming,))
     verdict = decide_verdict(sheet, language)

@@ -121,6 +121,23 @@ def test_stock_promotions_and_sales(store: MarketStore) -> None:
     assert sheet.sales_3d == 10 + 11 + 12
 
 
+def test_days_to_an_offer_change_at_midnight_not_at_noon(store: MarketStore) -> None:
+    """The reason quotes them ("starts in 5 days"), so the stored explanations' keys hold
+    them: they must not change at whatever hour a fraction of a day rounds the other way."""
+    starts = datetime(2026, 7, 5, tzinfo=UTC)
+    offer = PromotionRecord(
+        sku="S1", name="Later", starts=starts, ends=starts + timedelta(days=2), price=230.0
+    )
+    store.apply([offer])
+    builder = FactsBuilder(store)
+    days = set()
+    for hour in (0, 11, 13, 23):
+        sheet = builder.build("S1", at_ms=to_ms(datetime(2026, 6, 30, hour, 30, tzinfo=UTC)))
+        assert sheet is not None
+        days |= {p.days_until_start for p in sheet.upcoming_promotions if p.name == "Later"}
+    assert days == {5}
+
+
 def test_version_moves_with_any_input_and_only_then(store: MarketStore) -> None:
     builder = FactsBuilder(store)
     first = builder.build("S1", at_ms=AT)

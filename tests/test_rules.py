@@ -161,13 +161,13 @@ def test_was_price_gap_boundary(list_price: float, flagged: bool) -> None:
 @pytest.mark.parametrize(
     ("days", "price", "waits"),
     [
-        (21.0, 285.0, True),  # 5.0 % off, on the horizon
-        (21.1, 285.0, False),  # just past the horizon
-        (3.0, 285.3, False),  # 4.9 % off: not worth waiting for
-        (3.0, 200.0, True),
+        (21, 285.0, True),  # 5.0 % off, on the horizon
+        (22, 285.0, False),  # just past the horizon
+        (3, 285.3, False),  # 4.9 % off: not worth waiting for
+        (3, 200.0, True),
     ],
 )
-def test_upcoming_sale_event(days: float, price: float, waits: bool) -> None:
+def test_upcoming_sale_event(days: int, price: float, waits: bool) -> None:
     promo = make_promotion(name="Double 12", price=price, days_until_start=days)
     verdict = decide_verdict(neutral(upcoming_promotions=(promo,)))  # today's price: 300
     assert ("upcoming_sale" in {r.code for r in verdict.reasons}) is waits
@@ -177,7 +177,7 @@ def test_upcoming_sale_event(days: float, price: float, waits: bool) -> None:
 
 
 def test_upcoming_sale_beats_a_good_price() -> None:
-    promo = make_promotion(name="Double 12", price=200.0, days_until_start=5.0)
+    promo = make_promotion(name="Double 12", price=200.0, days_until_start=5)
     verdict = decide_verdict(neutral(current_price=250.0, upcoming_promotions=(promo,)))
     assert verdict.kind is VerdictKind.WAIT
 

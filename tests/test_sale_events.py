@@ -184,7 +184,7 @@ def test_no_past_occurrence_no_wait() -> None:
 
 
 def test_an_announced_sale_speaks_instead() -> None:
-    promo = make_promotion(price=250.0, days_until_start=5.0)
+    promo = make_promotion(price=250.0, days_until_start=5)
     sheet = neutral(coming_events=(make_event(),), upcoming_promotions=(promo,))
     codes = {r.code for r in decide_verdict(sheet).reasons}
     assert "upcoming_sale" in codes and "sale_event" not in codes

@@ -304,7 +304,7 @@ def _promotions(r: _Reasons, t: Thresholds) -> None:
     if best is None:
         return
     promo, saving = best
-    days = max(1, round(promo.days_until_start))
+    days = max(1, promo.days_until_start)
     numbers: dict[str, float | int | str] = {
         "name": promo.name,
         "days": days,

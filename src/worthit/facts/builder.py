@@ -424,7 +424,7 @@ def _offer(promo: Promotion, as_of: int, base: float | None) -> PromotionFact | 
     """The offer as one unit's price; None for an offer that is not a price of its own
     when there is no price yet to apply it to."""
     starts, ends = iso(promo.starts_ms), iso(promo.ends_ms)
-    days = round(max(0, promo.starts_ms - as_of) / DAY_MS, 1)
+    days = max(0, (from_ms(promo.starts_ms).date() - from_ms(as_of).date()).days)
     if promo.kind == "price" and promo.price is not None:
         return PromotionFact(promo.name, starts, ends, _money(promo.price), days)
     if base is None:

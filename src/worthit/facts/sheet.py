@@ -49,7 +49,11 @@ class PromotionFact:
     starts: str
     ends: str
     price: float
-    days_until_start: float
+    days_until_start: int
+    """Calendar days (UTC) from today to the day it starts, as `sale_calendar` counts a
+    sale's: the reason quotes them ("starts in 15 days") and so the stored explanation's
+    key holds them; a fraction of a day rounded would change them at whatever hour it
+    crossed .5, and every stored text about that offer with them."""
     kind: str = "price"
     base_price: float | None = None
     percent_off: float | None = None
