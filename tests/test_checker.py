@@ -495,6 +495,43 @@ REFUSED = [
     ),
     ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
     ("Worth buying now because it is 4.32/5.", WELL_RATED_BUY_EN, "fluent", "too_short"),
+    # read in a served store beside their reasons, 2026-12-03
+    (
+        "建议再等等，因为近90天里有98.3%的价格都比现在高，偏贵。",
+        WAIT_ZH,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "值得现在买，因为现价$242.20距历史最低价$241.89仅高0.1%，还比现在高。",
+        BUY_ZH,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "建议再等等，因为价格接近90天均价US$352.71，而且还会再买。",
+        NEAR_AVG_WAIT_ZH,
+        "faithful",
+        "ungrammatical",
+    ),
+    (
+        "建议再等等，因为价格接近90天均价US$352.71，而且另外，另外，价格还低。",
+        NEAR_AVG_WAIT_ZH,
+        "faithful",
+        "ungrammatical",
+    ),
+    (
+        "建议再等等，因为价格接近90天均价US$352.71，我可以第一时间下单。",
+        NEAR_AVG_WAIT_ZH,
+        "faithful",
+        "invented_fact",
+    ),
+    (
+        "建议再等等，因为14天后是黑色星期五，预计价格$88.71至$90.53；现价。",
+        WAIT_ZH,
+        "faithful",
+        "ungrammatical",
+    ),
     # what the bare model wrote on held-out inputs and a strict reader refuses
     (
         "Better to wait because of the 618 starts in 8 days at $346.25.",
@@ -698,6 +735,10 @@ ACCEPTED = [
         NEAR_AVG_WAIT_ZH,
     ),
     ("值得现在买，因为口碑不错，36条评价评分4.21/5。", WELL_RATED_BUY_ZH),
+    (
+        "值得现在买，因为现价$242.20距历史最低价$241.89仅高0.1%，近90天里有98.3%的价格都比现在高。",
+        BUY_ZH,
+    ),
     # the first sentence alone, as the guard checks it while the answer streams
     ("Worth buying now because 23 reviews rate it 4.32/5.", WELL_RATED_BUY_EN),
     (
