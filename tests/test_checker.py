@@ -254,6 +254,23 @@ SALE_15_ZH = _inputs(
     "WAIT",
     [("upcoming_sale", "wait", "Christmas Sale将在15天后开始，价格US$595.55，比现在低27.4%。")],
 )
+PERCENT_SALE_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "upcoming_sale",
+            "wait",
+            "Christmas Sale (15% off) starts in 15 days: at today's price one unit would cost "
+            "$74.05, 15% below today's $87.12.",
+        ),
+        (
+            "high_percentile",
+            "wait",
+            "Today's price is higher than 95% of prices in the last 90 days.",
+        ),
+    ],
+)
 FALLING_EN = _inputs(
     "en",
     "WAIT",
@@ -496,6 +513,13 @@ REFUSED = [
     ("值得现在买，因为便宜。", BUY_ZH, "fluent", "too_short"),
     ("Worth buying now because it is 4.32/5.", WELL_RATED_BUY_EN, "fluent", "too_short"),
     # read in a served store beside their reasons, 2026-12-03
+    (
+        "Better to wait because the Christmas Sale (15% off) starts in 15 days, and today's "
+        "price would bring it to $87.12. Wait for Christmas Sale in 15 days.",
+        PERCENT_SALE_EN,
+        "faithful",
+        "false_comparison",
+    ),
     (
         "建议再等等，因为近90天里有98.3%的价格都比现在高，偏贵。",
         WAIT_ZH,

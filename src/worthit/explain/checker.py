@@ -816,17 +816,21 @@ def _input_text(inputs: CheckInputs) -> str:
     return "\n".join((inputs.title, inputs.label, *(r.text for r in inputs.reasons)))
 
 
-_MISREAD_ZH: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("wrong_direction", re.compile(r"还比现在高")),
-    ("wrong_direction", re.compile(r"并不是降价前\d+天内的最低价")),
-    ("invented_fact", re.compile(r"我可以[^，。；]*下单")),
-    ("ungrammatical", re.compile(r"还会再买|([\u4e00-\u9fff]{2,})[，、]\1|[；，]现价。")),
-)
-"""Chinese the adapter writes that no reason can make right, each read in a served store
-beside its reasons (2026-12-03): an all-time low "还比现在高" (still above today's price), a
-hollow discount turned round ("但并不是降价前30天内的最低价"), a promise to order for the
-shopper ("我可以第一时间下单"), "而且还会再买", a word said twice ("另外，另外"), a clause
-that is only "现价"."""
+_MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "zh": (
+        ("wrong_direction", re.compile(r"还比现在高")),
+        ("wrong_direction", re.compile(r"并不是降价前\d+天内的最低价")),
+        ("invented_fact", re.compile(r"我可以[^，。；]*下单")),
+        ("ungrammatical", re.compile(r"还会再买|([\u4e00-\u9fff]{2,})[，、]\1|[；，]现价。")),
+    ),
+    "en": (("false_comparison", re.compile(r"\btoday's price would bring it to\b")),),
+}
+"""What the adapter writes that no reason can make right, each read in a served store
+beside its reasons (2026-12-03). Chinese: an all-time low "还比现在高" (still above today's
+price), a hollow discount turned round ("但并不是降价前30天内的最低价"), a promise to order
+for the shopper ("我可以第一时间下单"), "而且还会再买", a word said twice ("另外，另外"), a
+clause that is only "现价". English: "today's price would bring it to $87.12" (today's
+price, where the reason gives what the offer would cost)."""
 _SHARE_OF_PRICES_ZH = re.compile(r"(\d+(?:\.\d+)?)%的价格都?比现在(高|低)")
 """"近90天里有92.8%的价格都比现在高": today is cheaper than that share of prices."""
 
@@ -859,7 +863,8 @@ def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
         inverted = _inverted_share(body, inputs)
         if inverted:
             out.append(("wrong_direction", f"inverted share: {inverted!r}"))
-        out += [(code, m.group(0)) for code, rule in _MISREAD_ZH if (m := rule.search(body))]
+    misread = _MISREAD.get(inputs.language, ())
+    out += [(code, m.group(0)) for code, rule in misread if (m := rule.search(body))]
     grounds = _grounds(inputs)
     guard = check_grounding(body, grounds)
     if guard.ungrounded:
