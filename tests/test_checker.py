@@ -521,6 +521,13 @@ REFUSED = [
         "false_comparison",
     ),
     (
+        "Better to wait because Christmas Sale (15% off) starts in 15 days, and today's price is "
+        "closer to $74.05 than 95% of prices in the last 90 days.",
+        PERCENT_SALE_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
         "建议再等等，因为近90天里有98.3%的价格都比现在高，偏贵。",
         WAIT_ZH,
         "faithful",

@@ -823,14 +823,18 @@ _MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
         ("invented_fact", re.compile(r"我可以[^，。；]*下单")),
         ("ungrammatical", re.compile(r"还会再买|([\u4e00-\u9fff]{2,})[，、]\1|[；，]现价。")),
     ),
-    "en": (("false_comparison", re.compile(r"\btoday's price would bring it to\b")),),
+    "en": (
+        ("false_comparison", re.compile(r"\btoday's price would bring it to\b")),
+        ("false_comparison", re.compile(r"\bcloser to \S*\d\S* than \d")),
+    ),
 }
 """What the adapter writes that no reason can make right, each read in a served store
 beside its reasons (2026-12-03). Chinese: an all-time low "还比现在高" (still above today's
 price), a hollow discount turned round ("但并不是降价前30天内的最低价"), a promise to order
 for the shopper ("我可以第一时间下单"), "而且还会再买", a word said twice ("另外，另外"), a
 clause that is only "现价". English: "today's price would bring it to $87.12" (today's
-price, where the reason gives what the offer would cost)."""
+price, where the reason gives what the offer would cost), "today's price is closer to
+$114.99 than 97.2% of prices" (an offer's price and a share of past prices run together)."""
 _SHARE_OF_PRICES_ZH = re.compile(r"(\d+(?:\.\d+)?)%的价格都?比现在(高|低)")
 """"近90天里有92.8%的价格都比现在高": today is cheaper than that share of prices."""
 
