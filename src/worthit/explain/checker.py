@@ -846,16 +846,20 @@ def _inverted_share(body: str, inputs: CheckInputs) -> str:
     said = {
         (m.group(1), r.code)
         for r in inputs.reasons
-        if r.code in ("high_percentile", "low_percentile")
+        if r.code in _SIDES.values()
         for m in _PERCENT.finditer(r.text)
     }
     for match in _SHARE_OF_PRICES_ZH.finditer(body):
         share, side = match.group(1), match.group(2)
-        meant = "low_percentile" if side == "高" else "high_percentile"
-        other = "high_percentile" if meant == "low_percentile" else "low_percentile"
+        meant, other = _SIDES[side], _SIDES["低" if side == "高" else "高"]
         if (share, other) in said and (share, meant) not in said:
             return match.group(0)
     return ""
+
+
+_SIDES = {"高": "low_percentile", "低": "high_percentile"}
+"""Past prices "比现在高" (above today's) is the reason that today's price is low, and the
+reverse."""
 
 
 def _faithfulness(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
