@@ -108,15 +108,29 @@ def test_a_least_recent_put_into_a_full_lru_is_the_one_forgotten(filled: list[in
     assert list(lru.items()) == before
 
 
-def test_the_miss_queue_keeps_a_repeated_miss_in_its_place() -> None:
-    """Wanted is first in, first out: a pair missed again is not moved back (as an LRU
-    would move it), so the pairs missed most are not postponed."""
-    wanted = Wanted(limit=2)
-    wanted.add("A", "en")
-    wanted.add("B", "en")
-    wanted.add("A", "en")
-    assert wanted.pop() == ("A", "en")
-    wanted.add("C", "en")
-    wanted.add("D", "en")
-    assert len(wanted) == 2
-    assert [wanted.pop(), wanted.pop(), wanted.pop()] == [("C", "en"), ("D", "en"), None]
+def test_the_miss_queue_gives_the_pair_missed_most_first() -> None:
+    """A best seller whose prompt changed is missed by every asker until it is rewritten:
+    it goes before pairs missed once earlier, which in arrival order it would wait behind."""
+    wanted = Wanted(limit=3)
+    for sku in ("A", "B", "C", "C", "B", "C"):
+        wanted.add(sku, "en")
+    wanted.add("D", "en")  # full: A, missed least and longest ago, makes room
+    assert len(wanted) == 3
+    assert [wanted.pop(), wanted.pop(), wanted.pop(), wanted.pop()] == [
+        ("C", "en"),
+        ("B", "en"),
+        ("D", "en"),
+        None,
+    ]
+
+
+@given(st.lists(st.sampled_from("ABCDEFG"), max_size=40))
+def test_the_miss_queue_pops_by_misses_then_by_first_miss(misses: list[str]) -> None:
+    wanted = Wanted()
+    for sku in misses:
+        wanted.add(sku, "zh")
+    popped = []
+    while (pair := wanted.pop()) is not None:
+        popped.append(pair[0])
+    expected = sorted(set(misses), key=lambda sku: (-misses.count(sku), misses.index(sku)))
+    assert popped == expected
