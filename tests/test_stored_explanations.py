@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,12 @@ import pytest
 from scripted_engine import ScriptedEngine, restating
 from worthit.answer.answer_events import Finished
 from worthit.answer.answerer import Answerer
-from worthit.answer.background import ExplanationGenerator
+from worthit.answer.background import QUESTIONS, ExplanationGenerator
 from worthit.answer.demand import LANGUAGES
+from worthit.answer.generation import MAX_TRIES
 from worthit.answer.payload import answer_payload
 from worthit.explain.explainer import ExplanationRun
-from worthit.explain.store import SqliteExplanationStore
+from worthit.explain.store import RETRY_FAILED_AFTER_MS, SqliteExplanationStore, StoredExplanation
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 
@@ -45,6 +47,16 @@ def answerer_over(market: Path, engine: Any, model: str = "m@1") -> Answerer:
         explanations=SqliteExplanationStore(market),
         model=model,
     )
+
+
+def stored_for(answerer: Answerer, sku: str, language: str) -> StoredExplanation:
+    decision = answerer.decider.decide(QUESTIONS[language], sku=sku, language=language)
+    assert decision.sheet is not None and decision.verdict is not None
+    _, key = answerer.runs.run(decision.sheet, decision.verdict)
+    assert answerer.explanations is not None
+    stored = answerer.explanations.get(key)
+    assert stored is not None
+    return stored
 
 
 def ask(answerer: Answerer, question: str, **kw: Any) -> dict[str, Any]:
@@ -234,3 +246,47 @@ def test_a_pass_measures_the_demand_the_store_covers(market: Path) -> None:
     ask(answerer_over(market, ScriptedEngine(GOOD)), "Is the Aurora NC700 worth buying?")
     some = asyncio.run(ExplanationGenerator(answerer_over(market, None)).run(write=False))
     assert some.covered_pairs == 1 and 0 < some.coverage < 1
+
+
+def test_a_failed_pair_is_tried_again_later_with_the_seeds_after_its_last_round(
+    market: Path,
+) -> None:
+    """The same seeds would write the same refused texts: the next round goes on from the
+    last one's seeds, and a pair that used up every try keeps the template."""
+    first = ScriptedEngine(BAD)
+    answerer = answerer_over(market, first)
+    answerer.wanted.add("S1", "en")
+    asyncio.run(ExplanationGenerator(answerer, parallel=1).run(budget_s=1))
+    assert [c["params"].seed for c in first.calls[:7]] == [None, 1, 2, 3, 4, 5, None]
+    stored = stored_for(answerer, "S1", "en")
+    assert (stored.text, stored.tries) == (None, 6)
+    assert answerer.explanations is not None
+    answerer.explanations.put(
+        replace(stored, generated_at_ms=stored.generated_at_ms - RETRY_FAILED_AFTER_MS)
+    )
+    second = ScriptedEngine(*[BAD] * 2, GOOD)
+    retrying = answerer_over(market, second)
+    retrying.wanted.add("S1", "en")
+    stats = asyncio.run(ExplanationGenerator(retrying, parallel=1).run(budget_s=1))
+    assert [c["params"].seed for c in second.calls[:3]] == [6, 7, 8]
+    assert stats.tries[9] == 1
+    served = ask(answerer_over(market, ScriptedEngine(BAD)), "Is the Aurora NC700 worth it?")
+    assert (served["explanation_source"], served["cached"]) == ("llm", True)
+
+
+def test_a_pair_that_used_up_every_try_is_not_tried_again(market: Path) -> None:
+    answerer = answerer_over(market, ScriptedEngine(BAD))
+    answerer.wanted.add("S1", "en")
+    asyncio.run(ExplanationGenerator(answerer, parallel=1).run(budget_s=1))
+    stored = stored_for(answerer, "S1", "en")
+    assert answerer.explanations is not None
+    answerer.explanations.put(replace(stored, tries=MAX_TRIES, generated_at_ms=0))
+    engine = ScriptedEngine(GOOD)
+    again = answerer_over(market, engine)
+    again.wanted.add("S1", "en")
+    asyncio.run(ExplanationGenerator(again, parallel=1, rewalk_s=3600).run(budget_s=0.5))
+    assert not any(
+        c["messages"][1]["content"].startswith("Product: Aurora NC700") for c in engine.calls
+    )
+    served = ask(again, "Is the Aurora NC700 worth it?")
+    assert served["fallback_reason"] == "model_failed_checks"

@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from worthit.answer.answer_events import Event, Finished, VerdictReady
 from worthit.answer.demand import LANGUAGES, SALES_WINDOW_DAYS, LanguageMix, Wanted
 from worthit.answer.facts_digest import FactsDigests
-from worthit.answer.generation import SAMPLING_POLICY
+from worthit.answer.generation import MAX_TRIES, SAMPLING_POLICY
 from worthit.answer.metrics import AnswerMetrics
 from worthit.answer.on_demand import explain_on_demand, needs_no_model, summary_explanation
 from worthit.answer.run_memo import RunMemo
@@ -302,10 +302,11 @@ def stale_reason(
 ) -> tuple[str, tuple[str, ...]] | None:
     """Why `stored` must not be served (or kept) for these facts, or None.
 
-    A failed entry stands for `RETRY_FAILED_AFTER_MS` (template meanwhile); a text must
-    pass the guard and the wording checks against the current facts."""
+    A failed entry stands for `RETRY_FAILED_AFTER_MS` (template meanwhile), and for good
+    once its inputs had `MAX_TRIES`; a text must pass the guard and the wording checks
+    against the current facts."""
     if stored.text is None:
-        if now - stored.generated_at_ms < RETRY_FAILED_AFTER_MS:
+        if stored.tries >= MAX_TRIES or now - stored.generated_at_ms < RETRY_FAILED_AFTER_MS:
             return "model_failed_checks", ()
         return "model_failed_before", ()
     found = run.recheck(stored.text)

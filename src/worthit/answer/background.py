@@ -46,6 +46,8 @@ class _Look:
     run: ExplanationRun
     write: bool
     covered: bool
+    tried: int = 0
+    """Tries an earlier round spent on these inputs: the next round starts after them."""
 
 
 @dataclass
@@ -231,7 +233,9 @@ class ExplanationGenerator:
         if why is None:
             return _Look(run, write=False, covered=True)
         # failed recently: its turn comes again after RETRY_FAILED_AFTER_MS
-        return _Look(run, write=why[0] != "model_failed_checks", covered=False)
+        write = why[0] != "model_failed_checks"
+        tried = stored.tries if write and stored.text is None else 0
+        return _Look(run, write=write, covered=False, tried=tried)
 
     def _mark(self, pair: Pair, weight: float, covered: bool) -> None:
         if covered:
@@ -267,7 +271,12 @@ class ExplanationGenerator:
         run = look.run
         assert self.engine is not None
         generated = await generate(
-            self.engine, run.sheet, run.verdict, priority=self.priority, tries=self.tries
+            self.engine,
+            run.sheet,
+            run.verdict,
+            priority=self.priority,
+            tries=self.tries,
+            tried=look.tried,
         )
         if generated.engine_failed:
             await asyncio.sleep(ENGINE_BACKOFF_S)

@@ -27,14 +27,20 @@ from worthit.facts.sheet import FactSheet
 
 RETRY_TEMPERATURE = 0.7
 DEFAULT_TRIES = 6
-"""Tries before a pair is left to the template. A refusal costs only the pairs the model
-keeps failing, nearly all of them Chinese WAITs for a sale whose greedy text says the
-sale's days twice ("15天后的Christmas Sale将在15天后开始"); the fifth and sixth tries keep
-most of them at about 4 tries a rescued pair, where a pair at the end of the demand walk
-costs 1.1 tries and weighs far less (docs/benchmarks.md)."""
+"""Tries in a round before a pair is left to the template. A refusal costs only the pairs
+the model keeps failing, nearly all of them Chinese WAITs for a sale whose greedy text
+says the sale's days twice ("15天后的Christmas Sale将在15天后开始"); the fifth and sixth
+tries keep most of them at about 4 tries a rescued pair, where a pair at the end of the
+demand walk costs 1.1 tries and weighs far less (docs/benchmarks.md)."""
+MAX_TRIES = 4 * DEFAULT_TRIES
+"""Tries of one pair's inputs over all its rounds. A failed pair is tried again
+(`RETRY_FAILED_AFTER_MS`) with the seeds that follow its last round's: the same seeds
+would write the same refused texts. The pairs that fail a round are few but best sellers
+(a Chinese WAIT for a promotion weeks ahead), each asked by many shoppers; past this many
+the inputs are taken as beyond the model, and the template stands until they change."""
 SAMPLING_POLICY = (
-    f"best-of-{DEFAULT_TRIES}: greedy, then temperature {RETRY_TEMPERATURE} with seeds "
-    f"1..{DEFAULT_TRIES - 1}; at most {DEFAULT_MAX_TOKENS} tokens "
+    f"greedy, then temperature {RETRY_TEMPERATURE} with seeds 1, 2, ...; {DEFAULT_TRIES} "
+    f"tries a round, at most {MAX_TRIES}; at most {DEFAULT_MAX_TOKENS} tokens "
     f"({CJK_TOKEN_FACTOR}x in Chinese and Japanese)"
 )
 """Part of every stored explanation's key: a change of policy is a change of text."""
@@ -61,6 +67,8 @@ class Generated:
 
     explanation: Explanation | None
     tries: int
+    """The pair's tries so far, earlier rounds' included: the kept try's number, or the
+    last refused one's."""
     sampling: str
     outcomes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -83,11 +91,14 @@ async def generate(
     *,
     priority: Priority = Priority.BACKGROUND,
     tries: int = DEFAULT_TRIES,
+    tried: int = 0,
 ) -> Generated:
+    """Tries `tried + 1` to `tried + tries` (at most `MAX_TRIES`): `tried` is how many an
+    earlier round spent on these inputs."""
     started = time.perf_counter()
     outcomes: list[str] = []
     tokens = 0
-    for i in range(tries):
+    for i in range(tried, min(tried + tries, MAX_TRIES)):
         run = ExplanationRun(sheet, verdict)
         params = try_params(i, run.inputs.language)
         final: Explanation | None = None
@@ -104,4 +115,6 @@ async def generate(
         outcomes.append(reason)
         if reason in ENGINE_PROBLEMS or reason.startswith("refused_"):
             break
-    return Generated(None, len(outcomes), "", outcomes, time.perf_counter() - started, tokens)
+    return Generated(
+        None, tried + len(outcomes), "", outcomes, time.perf_counter() - started, tokens
+    )

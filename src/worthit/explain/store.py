@@ -5,8 +5,9 @@ Persisted in the market's SQLite file (its own table and migrations, see
 with a small in-memory front so a hit costs a dict lookup, not a query, and a miss
 repeated within `ABSENT_FOR_MS` costs one too. A negative entry
 (every try failed the checks) is kept too, so the generator does not retry the same
-inputs in a loop; it tries again after `RETRY_FAILED_AFTER_MS`. `ExplanationStore` is the
-interface another backend (Redis, when several processes share the store) implements.
+inputs in a loop; it tries again after `RETRY_FAILED_AFTER_MS`, with other seeds.
+`ExplanationStore` is the interface another backend (Redis, when several processes share
+the store) implements.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ MEMORY_ENTRIES = 8192
 TOUCH_FLUSH_MS = 30_000
 """How long a hit's new `last_used` may stay in memory before it is written: LRU order
 need not be exact to the second, and a write per hit would put SQLite on the hot path."""
-RETRY_FAILED_AFTER_MS = 6 * 3_600_000
+RETRY_FAILED_AFTER_MS = 10 * 60_000
+"""How long a failed entry stands before the next round of tries (`generation.MAX_TRIES`)."""
 ABSENT_FOR_MS = 2_000
 """How long a miss is remembered: a burst's asks for one product cost one query, and
 another process's write of that key (the generator in `--workers`' worker 0) is seen
