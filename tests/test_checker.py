@@ -299,6 +299,8 @@ NEAR_AVG_WAIT_ZH = _inputs(
         ),
     ],
 )
+LOW_STOCK_WAIT_ZH = _inputs("zh", "WAIT", [("low_stock", "info", "库存仅剩2件。")])
+LOW_STOCK_WAIT_EN = _inputs("en", "WAIT", [("low_stock", "info", "Only 2 left in stock.")])
 OUT_OF_STOCK_ZH = _inputs(
     "zh",
     "WAIT",
@@ -556,6 +558,30 @@ REFUSED = [
         NEAR_AVG_WAIT_ZH,
         "faithful",
         "invented_fact",
+    ),
+    (
+        "建议再等等，因为这件商品只有2件，并不算便宜。",
+        LOW_STOCK_WAIT_ZH,
+        "faithful",
+        "invented_fact",
+    ),
+    (
+        "Better to wait because only 2 are left in stock and it is still expensive.",
+        LOW_STOCK_WAIT_EN,
+        "faithful",
+        "invented_fact",
+    ),
+    (
+        "建议再等等，因为再过15% Double 11 Pre-sale，价格$211.31，比现在低13.6%。",
+        WAIT_SALE_ZH,
+        "fluent",
+        "ungrammatical",
+    ),
+    (
+        "建议再等等，因为14天后是黑色星期五，预计价格$88.71至$90.53；，而且现价高于近90天98.3%的价格。",
+        WAIT_ZH,
+        "fluent",
+        "ungrammatical",
     ),
     (
         "建议再等等，因为14天后是黑色星期五，预计价格$88.71至$90.53；现价。",
@@ -829,6 +855,10 @@ ACCEPTED = [
     ),
     (
         "建议再等等，因为Double 11 Pre-sale将在6天后开始，价格$211.31，比现在低13.6%。",
+        WAIT_SALE_ZH,
+    ),
+    (
+        "建议再等等，因为比90天均价$221.89高10.2%，现在偏贵，再过6天就有Double 11 Pre-sale。",
         WAIT_SALE_ZH,
     ),
     (

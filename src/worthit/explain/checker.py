@@ -614,7 +614,25 @@ _ABOVE_AVERAGE = _Cue(
     ),
     frozenset({"above_90d_avg"}),
 )
-_NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE)
+_NOT_CHEAP = _Cue(
+    "not_cheap",
+    re.compile(
+        r"\bnot (?:that |so |very )?cheap\b|\b(?:still |rather |a bit )?(?:expensive|pricey)\b"
+        r"|偏贵|还是贵|有点贵|价格偏高|不算便宜|并不便宜|不便宜"
+    ),
+    frozenset(
+        {
+            "high_percentile", "above_90d_avg", "near_90d_avg", "deal_wait", "forecast_wait",
+            "pre_sale_hike", "over_budget", "over_budget_at_low", "fake_discount",
+            "was_price_untrusted", "upcoming_sale", "sale_event",
+        }
+    ),
+)  # fmt: skip
+"""Today's price called high or no bargain: a price reason must say so (today above most
+past prices or its average, only at its average, above an offer to come, a claimed
+discount that is not one). A WAIT resting on stock left, or on no reason at all, that
+says "只有2件，并不算便宜" invents the judgement."""
+_NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE, _NOT_CHEAP)
 """Facts only one reason states: a text that claims one without that reason among the
 inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a product in stock)."""
 
@@ -798,8 +816,11 @@ def _repeated_numbers(body: str, names: Sequence[str] = ()) -> str:
 _NUMBER_UNIT = re.compile(r"(?<![近\d.,])(\d+)\s?天(?!内)|\bin \d+ (?:days?|weeks?)\b")
 """A span of time said twice in one sentence ("15天后Christmas Sale将在15天后开始", "15天后
 Christmas Sale将在15天再买", "15天后再过15天"); a window ("近30天", "2天内") is no span."""
-_SPAN_MISSING = re.compile(r"再过(?!\s?\d|[一两几数半])")
-"""再过 ("in … time") with no span after it: "15天后再过Christmas Sale"."""
+_SPAN_MISSING = re.compile(
+    r"再过(?!\s?(?:\d+|[一两几数半]+)\s?个?(?:天|周|星期|月|年|小时))|[，、；：。！？]{2,}"
+)
+"""再过 ("in … time") with no span of time after it ("15天后再过Christmas Sale", "再过15%
+Christmas Sale"), or two marks of punctuation in a row ("US$460.48；，而且")."""
 
 
 def _names_of(inputs: CheckInputs) -> tuple[str, ...]:
