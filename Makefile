@@ -63,7 +63,9 @@ bench: $(STAMP)
 # data/explanations/train.jsonl, on the CPU, written to src/worthit/explain/adapters/
 # (explain-lora.gguf and its manifest). Not part of `make test`. The run is paced to end
 # within ADAPTER_MINUTES of training (plus about 3 minutes to load, score and convert) on
-# the 2-core host; `$(BIN)/python -m train.adapter --help` lists the knobs.
+# the 2-core host; `$(BIN)/python -m train.adapter --help` lists the knobs. To go on
+# training the shipped adapter instead of starting again (train/README.md):
+#   make adapter ADAPTER_ARGS='--resume src/worthit/explain/adapters/explain-lora.gguf --seed 8'
 TRAIN_STAMP    := $(VENV)/.installed-train
 ADAPTER_MINUTES ?= 52
 ADAPTER_ARGS   ?= --epochs 2 --seed 7 --max-minutes $(ADAPTER_MINUTES)

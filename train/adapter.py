@@ -27,6 +27,7 @@ from worthit.engine.model_files import resolve_model_path
 
 from .examples import PromptTokenizer, file_sha256, load_examples
 from .export import convert, converter_dir, llama_cpp_python_version, write_base_config
+from .from_gguf import outtype_of, peft_from_gguf, same_adapter
 from .lora import (
     TARGET_MODULES,
     TrainConfig,
@@ -60,8 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a llama.cpp tree with convert_lora_to_gguf.py (default: taken "
                         "from the installed llama-cpp-python's sdist)")
     parser.add_argument("--resume", type=Path, default=None,
-                        help="go on training a saved PEFT adapter (e.g. build/adapter/peft); "
-                        "its rank and targets are kept; pass another --seed for new batches")
+                        help="go on training an adapter: a saved PEFT directory (e.g. "
+                        "build/adapter/peft) or a GGUF this command wrote (e.g. the shipped "
+                        "src/worthit/explain/adapters/explain-lora.gguf); its rank and targets "
+                        "are kept; pass another --seed for new batches")
     parser.add_argument("--limit", type=int, default=None,
                         help="train on the first N examples only (speed checks)")
     parser.add_argument("--epochs", type=float, default=defaults.epochs)
@@ -106,8 +109,23 @@ def main(argv: list[str] | None = None) -> int:
     base = load_base(model_path)
     base_dir, peft_dir = args.work / "base", args.work / "peft"
     write_base_config(base.config, type(base).__name__, base_dir)
+    resumed = None
     if args.resume:
-        model = peft.PeftModel.from_pretrained(base, str(args.resume), is_trainable=True)
+        resume_dir = args.resume
+        if args.resume.suffix == ".gguf":
+            resumed = earlier_run(args.resume)
+            resume_dir = peft_from_gguf(
+                args.resume, args.work / "resumed", base.config.num_attention_heads,
+                base.config.num_key_value_heads, args.dropout,
+            )
+            check = args.work / "resumed.gguf"
+            convert(resume_dir, base_dir, check, converter_dir(args.work.parent, args.llama_cpp),
+                    outtype_of(args.resume))
+            if not same_adapter(args.resume, check):
+                log(f"{args.resume} read back does not convert to the same file: not resumed")
+                return 1
+            log(f"resuming {args.resume} (read back into {resume_dir}, converts back the same)")
+        model = peft.PeftModel.from_pretrained(base, str(resume_dir), is_trainable=True)
     else:
         model = with_lora(base, config)
     result = train(model, examples, config, tokenizer.eos_id, log)
@@ -124,11 +142,25 @@ def main(argv: list[str] | None = None) -> int:
     llama_cpp_dir = converter_dir(args.work.parent, args.llama_cpp)
     convert(peft_dir, base_dir, args.out, llama_cpp_dir, args.outtype)
     manifest = build_manifest(args, config, model_path, examples, result, heldout_loss,
-                              llama_cpp_dir, time.monotonic() - started)
+                              llama_cpp_dir, time.monotonic() - started, resumed)
     manifest_path = args.out.with_suffix(".json")
     manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     log(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB) and {manifest_path.name}")
     return 0
+
+
+def earlier_run(gguf_file: Path) -> dict[str, Any]:
+    """What the adapter being resumed is (its digest) and how it was trained (its
+    manifest, read before this run writes over it), so the chain stays on record."""
+    manifest = gguf_file.with_suffix(".json")
+    earlier = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    return {
+        "file": str(gguf_file),
+        "sha256": file_sha256(gguf_file),
+        "command": earlier.get("command"),
+        "training": earlier.get("training"),
+        "resumed_from": earlier.get("resumed_from"),
+    }
 
 
 @torch.no_grad()
@@ -147,6 +179,7 @@ def mean_loss(model: peft.PeftModel, examples: list[Any], pad_id: int, batch_siz
 def build_manifest(
     args: argparse.Namespace, config: TrainConfig, model_path: Path, examples: list[Any],
     result: Any, heldout_loss: float | None, llama_cpp_dir: Path, seconds: float,
+    resumed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     languages: dict[str, int] = {}
     for example in examples:
@@ -167,7 +200,7 @@ def build_manifest(
             "languages": languages,
             "limit": args.limit,
         },
-        "resumed_from": str(args.resume) if args.resume else None,
+        "resumed_from": resumed or (str(args.resume) if args.resume else None),
         "lora": {"rank": config.rank, "alpha": config.alpha, "dropout": config.dropout,
                  "target_modules": list(TARGET_MODULES)},
         "training": {
