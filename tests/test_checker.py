@@ -299,6 +299,29 @@ NEAR_AVG_WAIT_ZH = _inputs(
         ),
     ],
 )
+SALE_EVENT_RANGE_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "sale_event",
+            "wait",
+            "Double 12 is in 9 days: expected price $88.71 to $90.53 (today $103.56).",
+        )
+    ],
+)
+SPEND_SAVE_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "upcoming_sale",
+            "wait",
+            "Double 12 (spend $80.00, save $7.00) starts in 9 days: at today's price one unit "
+            "would cost $93.31, 7% below today's $100.31.",
+        )
+    ],
+)
 LOW_STOCK_WAIT_ZH = _inputs("zh", "WAIT", [("low_stock", "info", "库存仅剩2件。")])
 LOW_STOCK_WAIT_EN = _inputs("en", "WAIT", [("low_stock", "info", "Only 2 left in stock.")])
 OUT_OF_STOCK_ZH = _inputs(
@@ -558,6 +581,20 @@ REFUSED = [
         NEAR_AVG_WAIT_ZH,
         "faithful",
         "invented_fact",
+    ),
+    (
+        "Better to wait because Double 12 is in 9 days, and the expected price then is $88.71 "
+        "instead of $90.53. Wait for Double 12 in 9 days; I can watch the price for you.",
+        SALE_EVENT_RANGE_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
+        "Better to wait because Double 12 (spend $80.00, save $7.00) starts in 9 days, and "
+        "today's price would bring one unit to $93.31 instead of $100.31.",
+        SPEND_SAVE_EN,
+        "faithful",
+        "false_comparison",
     ),
     (
         "建议再等等，因为这件商品只有2件，并不算便宜。",
@@ -860,6 +897,11 @@ ACCEPTED = [
     (
         "建议再等等，因为比90天均价$221.89高10.2%，现在偏贵，再过6天就有Double 11 Pre-sale。",
         WAIT_SALE_ZH,
+    ),
+    (
+        "Better to wait because Double 12 is in 9 days, and the expected price then is $88.71 "
+        "instead of $103.56. Wait for Double 12 in 9 days; I can watch the price for you.",
+        SALE_EVENT_RANGE_EN,
     ),
     (
         "Better to wait because at $300.00 it is not a deal yet: a deal here is $285.00 or "

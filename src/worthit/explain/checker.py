@@ -845,7 +845,7 @@ _MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
         ("ungrammatical", re.compile(r"还会再买|([\u4e00-\u9fff]{2,})[，、]\1|[；，]现价。")),
     ),
     "en": (
-        ("false_comparison", re.compile(r"\btoday's price would bring it to\b")),
+        ("false_comparison", re.compile(r"\btoday's price would bring (?:it|one unit) to\b")),
         ("false_comparison", re.compile(r"\bcloser to \S*\d\S* than \d")),
     ),
 }
@@ -1040,6 +1040,7 @@ _TODAY = {
     "en": (
         re.compile(rf"{_AMOUNT} (?:today|now)\b"),
         re.compile(rf"\b(?:today|now)(?:'s price)?(?:,| is| at| of)? {_AMOUNT}", re.IGNORECASE),
+        re.compile(rf"\b(?:instead of|rather than) {_AMOUNT}"),
     ),
     "zh": (re.compile(rf"(?:现价|当前价|今天)(?:为|是|仍是)?{_AMOUNT}"),),
 }
@@ -1052,8 +1053,9 @@ def _today_amounts(text: str, language: str) -> set[str]:
 def _todays_price(body: str, inputs: CheckInputs) -> str:
     """An amount the body calls today's price that no reason gives as today's ("should
     bring it to $111.69 to $114.11, against $114.11 today" where a reason said "today
-    $121.10"): each number is the reasons', the claim that it is today's is not. Judged
-    only where a reason names today's price."""
+    $121.10"; "the expected price then is $383.99 instead of $388.31", the range's upper
+    end where the price it would replace is today's): each number is the reasons', the
+    claim that it is today's is not. Judged only where a reason names today's price."""
     known = set().union(*(_today_amounts(r.text, inputs.language) for r in inputs.reasons))
     if not known:
         return ""
