@@ -597,6 +597,12 @@ REFUSED = [
         "false_comparison",
     ),
     (
+        "建议再等等，因为现价和90天均价US$352.71差不多，偏贵。",
+        NEAR_AVG_WAIT_ZH,
+        "faithful",
+        "invented_fact",
+    ),
+    (
         "建议再等等，因为这件商品只有2件，并不算便宜。",
         LOW_STOCK_WAIT_ZH,
         "faithful",

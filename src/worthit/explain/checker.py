@@ -614,25 +614,32 @@ _ABOVE_AVERAGE = _Cue(
     ),
     frozenset({"above_90d_avg"}),
 )
+_PRICE_LEVEL = frozenset(
+    {"high_percentile", "above_90d_avg", "pre_sale_hike", "over_budget", "over_budget_at_low"}
+)
+"""Reasons that say today's price is high: above most past prices or its average, raised
+before a sale, over the shopper's budget."""
+_EXPENSIVE = _Cue(
+    "expensive",
+    re.compile(r"\b(?:still |rather |a bit )?(?:expensive|pricey)\b|偏贵|还是贵|有点贵|价格偏高"),
+    _PRICE_LEVEL,
+)
+"""Today's price called high: only a reason that says so makes it true. A WAIT resting on
+stock left, on no reason at all ("现价偏贵"), or on a price close to its average
+("现价和90天均价US$41.46差不多，偏贵") invents the judgement."""
 _NOT_CHEAP = _Cue(
     "not_cheap",
-    re.compile(
-        r"\bnot (?:that |so |very )?cheap\b|\b(?:still |rather |a bit )?(?:expensive|pricey)\b"
-        r"|偏贵|还是贵|有点贵|价格偏高|不算便宜|并不便宜|不便宜"
-    ),
-    frozenset(
-        {
-            "high_percentile", "above_90d_avg", "near_90d_avg", "deal_wait", "forecast_wait",
-            "pre_sale_hike", "over_budget", "over_budget_at_low", "fake_discount",
-            "was_price_untrusted", "upcoming_sale", "sale_event",
-        }
-    ),
+    re.compile(r"\bnot (?:that |so |very )?cheap\b|不算便宜|并不便宜|不便宜"),
+    _PRICE_LEVEL
+    | {
+        "near_90d_avg", "deal_wait", "forecast_wait", "fake_discount", "was_price_untrusted",
+        "upcoming_sale", "sale_event",
+    },
 )  # fmt: skip
-"""Today's price called high or no bargain: a price reason must say so (today above most
-past prices or its average, only at its average, above an offer to come, a claimed
-discount that is not one). A WAIT resting on stock left, or on no reason at all, that
-says "只有2件，并不算便宜" invents the judgement."""
-_NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE, _NOT_CHEAP)
+"""Today's price called no bargain: also true of a price only at its average, short of a
+deal, above an offer to come, or under a discount that is not one; not of a WAIT on stock
+left ("只有2件，并不算便宜")."""
+_NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE, _EXPENSIVE, _NOT_CHEAP)
 """Facts only one reason states: a text that claims one without that reason among the
 inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a product in stock)."""
 
