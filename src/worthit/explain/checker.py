@@ -643,10 +643,7 @@ _NEEDS_REASON = (_UNAVAILABLE, _STILL_FALLING, _ABOVE_AVERAGE, _EXPENSIVE, _NOT_
 """Facts only one reason states: a text that claims one without that reason among the
 inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a product in stock)."""
 
-_PRICEY = _Cue(
-    "pricey",
-    re.compile(r"\b(?:still |rather |a bit )?(?:expensive|pricey)\b|偏贵|还是贵|有点贵|价格偏高"),
-)
+_PRICEY = _Cue("pricey", _EXPENSIVE.pattern)
 """A BUY that calls its own price high ("正处于历史最低价，还是偏贵"); a WAIT may say it."""
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
     VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER, _BELITTLED, _PRICEY),
