@@ -68,12 +68,16 @@ class Market:
     days: int = 240
     every_days: int = 5
     span_days: int = 200
+    later: bool = False
+    """Added after the held-out set was fixed: its products named like a held-out one stay
+    out of train, so the held-out set, and the loss measured on it, stays the same."""
 
 
 TRAIN_MARKETS = (
     Market(seed=11, end=date(2026, 11, 20), skus=110),
     Market(seed=23, end=date(2026, 7, 1), skus=110),
     Market(seed=37, end=date(2026, 12, 24), skus=90),
+    Market(seed=53, end=date(2026, 12, 6), skus=200, every_days=3, span_days=30, later=True),
 )
 HELDOUT_MARKET = Market(seed=97, end=date(2026, 10, 25), skus=130, every_days=7, span_days=180)
 
@@ -88,6 +92,10 @@ TRAIN_CAP_SINGLE = 40
 close to its average): the commonest answers on a real market, and the ones where a model
 with little to say invents a second fact ("out of stock", "still falling")."""
 HELDOUT_PER_LANGUAGE = 150
+REDRAWS = 5
+"""Draws of other phrasings when the first one the checker refuses: one input can make a
+good phrasing ambiguous ("at $91.01 … on until 2026-05-11 at $91.01" repeats itself where
+the sale price is today's). The build fails only if none of them passes."""
 SECOND_SHARE = 0.55
 """How often a target also words the second reason, when that one points the same way."""
 
@@ -108,6 +116,17 @@ class Candidate:
     @property
     def combo(self) -> tuple[str, str, tuple[str, ...]]:
         return (self.language, self.verdict.kind.value, tuple(r.code for r in self.leading))
+
+    @property
+    def shape(self) -> tuple[str, str, tuple[str, ...], bool]:
+        """The combination, and whether a sale event's expected price is a range ("$383.99
+        to $388.31"): a range is worded differently, and a model that saw few of them
+        writes its upper end where today's price belongs."""
+        ranged = any(
+            r.code == "sale_event" and r.numbers["price_from"] != r.numbers["price_to"]
+            for r in self.leading
+        )
+        return (*self.combo, ranged)
 
 
 # --- inputs: real markets, real rules -----------------------------------------------------
@@ -306,8 +325,7 @@ def target_for(c: Candidate, rng: random.Random) -> str | None:
 
 def record(c: Candidate, index: int, split: str) -> dict[str, object] | None:
     digest = hashlib.sha256(f"{split}:{index}:{c.sku}:{c.language}".encode()).hexdigest()
-    rng = random.Random(digest)
-    target = target_for(c, rng)
+    target = target_for(c, random.Random(digest))
     if target is None:
         return None
     inputs = ExplanationInputs.of(c.title, c.verdict, c.currency)
@@ -324,9 +342,19 @@ def record(c: Candidate, index: int, split: str) -> dict[str, object] | None:
         "variation": c.variation,
         "target": target,
     }
-    result = check_explanation(target, CheckInputs.from_record(row))
+    check = CheckInputs.from_record(row)
+    result = check_explanation(target, check)
+    for draw in range(1, REDRAWS + 1):
+        if result.ok:
+            break
+        redrawn = target_for(c, random.Random(f"{digest}:{draw}"))
+        assert redrawn is not None
+        redrawn_result = check_explanation(redrawn, check)
+        if redrawn_result.ok:
+            target, result = redrawn, redrawn_result
     if not result.ok:
         FAILURES.append(f"{result.code}: {result.detail}\n    {row['reasons']}\n    {target}")
+    row["target"] = target
     return row
 
 
@@ -352,16 +380,19 @@ def _unique(found: Iterator[Candidate]) -> list[Candidate]:
 
 def _balanced(found: list[Candidate], cap: int, single_cap: int, seed: str) -> list[Candidate]:
     """At most `cap` per combination (`single_cap` where the verdict has one leading
-    reason), drawn evenly over products, real sheets first."""
-    groups: dict[tuple[str, str, tuple[str, ...]], list[Candidate]] = collections.defaultdict(list)
+    reason), drawn evenly over products, real sheets first; a sale event's range and its
+    single price count as two combinations."""
+    groups: dict[tuple[str, str, tuple[str, ...], bool], list[Candidate]] = collections.defaultdict(
+        list
+    )
     for c in found:
-        groups[c.combo].append(c)
+        groups[c.shape].append(c)
     out = []
     for combo in sorted(groups):
         group = groups[combo]
         judged = combo[1] != "INSUFFICIENT_DATA"  # "not enough data" has little to word
         limit = single_cap if judged and len(combo[2]) == 1 else cap
-        random.Random(f"{seed}:{combo}").shuffle(group)
+        random.Random(f"{seed}:{combo[:3]}{':range' if combo[3] else ''}").shuffle(group)
         real = [c for c in group if c.variation == "none"]
         varied = [c for c in group if c.variation != "none"]
         take = real[: (limit + 1) // 2]
@@ -425,10 +456,13 @@ def summary(rows: list[dict[str, object]]) -> dict[str, collections.Counter[str]
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        train_found = _unique(c for m in TRAIN_MARKETS for c in candidates(m, workdir))
+        first = _unique(c for m in TRAIN_MARKETS if not m.later for c in candidates(m, workdir))
+        later = _unique(c for m in TRAIN_MARKETS if m.later for c in candidates(m, workdir))
         held_found = _unique(candidates(HELDOUT_MARKET, workdir))
-    train_titles = {c.title for c in train_found}
+    train_titles = {c.title for c in first}
     held_found = [c for c in held_found if c.title not in train_titles]
+    held_titles = {c.title for c in held_found}
+    train_found = _unique([*first, *(c for c in later if c.title not in held_titles)])
     train = _rows(_balanced(train_found, TRAIN_CAP_PER_COMBO, TRAIN_CAP_SINGLE, "train"), "train")
     heldout = _rows(_heldout(held_found, HELDOUT_PER_LANGUAGE + 20), "heldout")
     heldout = [

@@ -124,7 +124,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "pre_sale_hike": (
             "the price was raised {raised_pct}% above {raised_from} over the last "
             "{raise_days} days, ahead of {name}",
-            "the seller raised the price {raised_pct}% from {raised_from} in the last "
+            "the price was raised {raised_pct}% from {raised_from} in the last "
             "{raise_days} days, just before {name}",
         ),
         "pre_sale_hike_on": (
@@ -303,7 +303,7 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "pre_sale_hike": (
             "{name}前先涨价，近{raise_days}天价格比此前的{raised_from}上调了{raised_pct}%",
-            "商家在{name}前把价格从{raised_from}上调了{raised_pct}%",
+            "{name}前价格从{raised_from}上调了{raised_pct}%",
         ),
         "pre_sale_hike_on": ("{name}之前先涨了价，比此前的{raised_from}上调了{raised_pct}%",),
         "low_not_established": (
