@@ -256,6 +256,10 @@ class RecordingStore:
         self.used.append("get")
         return None
 
+    def latest(self, sku: str, language: str, model: str, verdict: str) -> StoredExplanation | None:
+        self.used.append("latest")
+        return None
+
     def put(self, entry: StoredExplanation) -> None:
         self.used.append("put")
 

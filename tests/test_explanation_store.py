@@ -95,6 +95,24 @@ def test_the_store_keeps_entries_across_a_restart(market_db: str) -> None:
     again.close()
 
 
+def test_a_products_newest_text_is_found_whatever_inputs_it_was_written_for(
+    market_db: str,
+) -> None:
+    """What a shopper's miss may fall back to: this model's newest kept text for the
+    product, language and verdict; a failed entry, another model's, language's, verdict's
+    or product's text is not it."""
+    store = SqliteExplanationStore(market_db)
+    store.put(make_stored(key="old", generated_at_ms=1_000, text="Better to wait because old."))
+    store.put(make_stored(key="new", generated_at_ms=2_000))
+    store.put(make_stored(key="failed", generated_at_ms=3_000, text=None))
+    for other in ({"model": "m@2"}, {"language": "zh"}, {"verdict": "BUY"}, {"sku": "S3"}):
+        store.put(make_stored(key=str(other), generated_at_ms=4_000, **other))
+    found = store.latest("S2", "en", "m@1", "WAIT")
+    assert found is not None and (found.key, found.text) == ("new", WAIT_TEXT)
+    assert store.latest("S9", "en", "m@1", "WAIT") is None
+    store.close()
+
+
 def test_a_miss_is_remembered_briefly_and_forgotten_by_a_write(market_db: str) -> None:
     """A miss repeated within ABSENT_FOR_MS asks the database nothing (so another
     process's write is not seen yet); this store's own write is seen at once."""

@@ -103,8 +103,10 @@ def test_behind_redis_the_markets_store_stays_the_record(
     client = sync_client(private_redis.url)
     store = RedisExplanationStore(client, "worthit:test:", clock=clock, backing=durable)
     assert store.get("warm") is not None and client.hexists("worthit:test:explanations", "warm")
-    store.put(make_stored(key="live"))
+    store.put(make_stored(key="live", generated_at_ms=2_000))
     assert len(store) == 2 and client.hexists("worthit:test:explanations", "live")
+    newest = store.latest("S2", "en", "m@1", "WAIT")
+    assert newest is not None and newest.key == "live", "a product's texts are the record's"
     private_redis.kill()
     other = RedisExplanationStore(
         sync_client(private_redis.url), "worthit:test:", clock=clock, backing=durable

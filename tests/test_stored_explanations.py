@@ -123,6 +123,50 @@ def test_a_stored_text_whose_numbers_stopped_holding_is_not_served(market: Path)
     assert not reader.engine.calls  # type: ignore[union-attr]
 
 
+def written_text(small_market: Path, tmp_path: Path) -> StoredExplanation:
+    """What the model wrote for the Aurora NC700's inputs, in a market of its own."""
+    path = tmp_path / "writer.db"
+    shutil.copy(small_market, path)
+    writer = answerer_over(path, ScriptedEngine(GOOD))
+    ask(writer, "Is the Aurora NC700 worth buying?")
+    return stored_for(writer, "S1", "en")
+
+
+def test_a_miss_gets_the_text_written_for_earlier_inputs_while_it_still_holds(
+    market: Path, small_market: Path, tmp_path: Path
+) -> None:
+    """A live feed restates a best seller's price or stock faster than the generator
+    rewrites it: the text written for its earlier inputs is served when it passes every
+    check against today's facts, and the new inputs still go to the generator."""
+    written = written_text(small_market, tmp_path)
+    reader = answerer_over(market, ScriptedEngine(BAD, refuse=True))
+    reader.explanations.put(replace(written, key="earlier inputs"))  # type: ignore[union-attr]
+    answer = ask(reader, "Is the Aurora NC700 worth buying?", deadline_s=0.8)
+    assert (answer["explanation_source"], answer["cached"]) == ("llm", True)
+    assert answer["explanation"] == written.text
+    assert not reader.engine.calls  # type: ignore[union-attr]
+    assert reader.wanted.pop() == ("S1", "en"), "its own inputs' text is still written"
+
+
+def test_an_earlier_text_that_stopped_holding_or_another_models_is_not_served(
+    market: Path, small_market: Path, tmp_path: Path
+) -> None:
+    written = written_text(small_market, tmp_path)
+    reader = answerer_over(market, ScriptedEngine(BAD, refuse=True))
+    assert reader.explanations is not None
+    reader.explanations.put(replace(written, key="another model's", model="m@2"))
+    prefix = written.text.split(" because")[0] if written.text else ""
+    reader.explanations.put(
+        replace(written, key="older", text=f"{prefix} because its buyers rate it 4.97/5.")
+    )
+    answer = ask(reader, "Is the Aurora NC700 worth buying?", deadline_s=0.8)
+    assert (answer["explanation_source"], answer["fallback_reason"]) == (
+        "template",
+        "refused_deadline",
+    )
+    assert "4.97" not in answer["explanation"]
+
+
 def test_a_miss_the_engine_refuses_gets_the_template_and_queues_the_inputs(market: Path) -> None:
     answerer = answerer_over(market, ScriptedEngine(GOOD, refuse=True))
     answer = ask(answerer, "Is the Aurora NC700 worth buying?", deadline_s=0.8)

@@ -8,6 +8,8 @@ itself, so a rule about answers lives here once.
 An explanation depends only on its inputs (explain/inputs.py), so the model's checked
 text is stored under their key and served to every later asker of the same inputs at
 once, after the guard has checked it again against the current facts. On a miss the
+newest text written for the product's earlier inputs is served when it passes those
+checks too (while the generator writes the new inputs' own); otherwise the
 engine writes it on demand, while the shopper waits, when it says that fits the
 deadline; otherwise the shopper gets the template now and the inputs go to the
 background generator, so the next asker gets the model's text.
@@ -184,9 +186,21 @@ class Answerer:
         assert decision.sheet is not None and decision.verdict is not None
         run, key = self.runs.run(decision.sheet, decision.verdict)
         stored = self.explanations.get(key) if self.explanations is not None else None
-        if stored is not None:
-            async for item in self._from_store(stored, run, decision.language):
+        why = None if stored is None else stale_reason(stored, run, now_ms())
+        if stored is not None and why is None:
+            async for item in self._from_store(stored, decision.language):
                 yield item
+            return
+        earlier = self._earlier(run, decision.language, key)
+        if earlier is not None or why is not None:
+            self.wanted.add(run.sheet.sku, decision.language)
+        if earlier is not None:
+            async for item in self._from_store(earlier, decision.language):
+                yield item
+            return
+        if why is not None:
+            self.metrics.explanations.labels("template", decision.language).inc()
+            yield run.fallback(*why)
             return
         final: Explanation | None = None
         async for item in explain_on_demand(
@@ -209,18 +223,27 @@ class Answerer:
         ).inc()
         yield final
 
+    def _earlier(self, run: ExplanationRun, language: str, key: str) -> StoredExplanation | None:
+        """The newest text the model wrote for this product under earlier inputs, when it
+        passes every check against today's facts: a live feed restates a best seller's
+        price or stock faster than the generator rewrites it, and a text that names none of
+        what changed still says what is true. The generator still writes these inputs'
+        own text, which then wins."""
+        if self.explanations is None:
+            return None
+        earlier = self.explanations.latest(
+            run.sheet.sku, language, self.model, run.verdict.kind.value
+        )
+        if earlier is None or earlier.key == key or stale_reason(earlier, run, now_ms()):
+            return None
+        return earlier
+
     async def _from_store(
-        self, stored: StoredExplanation, run: ExplanationRun, language: str
+        self, stored: StoredExplanation, language: str
     ) -> AsyncIterator[TextPiece | Explanation]:
-        """The stored text, checked again against the current facts, streamed at once;
-        the template when it no longer holds (and the inputs go to the generator)."""
+        """A stored text that holds for the current facts, streamed at once."""
+        assert stored.text is not None
         started = time.perf_counter()
-        why = stale_reason(stored, run, now_ms())
-        if why is not None or stored.text is None:
-            self.wanted.add(run.sheet.sku, language)
-            self.metrics.explanations.labels("template", language).inc()
-            yield run.fallback(*(why or ("model_failed_checks", ())))
-            return
         end = 0
         for cut in sentence_ends(stored.text):
             yield TextPiece(stored.text[end:cut])

@@ -118,6 +118,12 @@ class RedisExplanationStore(ReportsOutage):
             self.flush()
         return entry
 
+    def latest(self, sku: str, language: str, model: str, verdict: str) -> StoredExplanation | None:
+        """From the backing store, the record: Redis holds entries by key alone."""
+        if self.backing is None:
+            return None
+        return self.backing.latest(sku, language, model, verdict)
+
     def put(self, entry: StoredExplanation) -> None:
         if self.backing is not None:
             self.backing.put(entry)

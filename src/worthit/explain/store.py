@@ -57,6 +57,13 @@ CREATE TABLE explanations (
 CREATE INDEX explanations_last_used ON explanations(last_used);
 """,
     ),
+    Migration(
+        2,
+        "explanations by product",
+        """
+CREATE INDEX explanations_by_product ON explanations(sku, language, generated_at);
+""",
+    ),
 )
 
 
@@ -87,6 +94,9 @@ class StoredExplanation:
 
 class ExplanationStore(Protocol):
     def get(self, key: str) -> StoredExplanation | None: ...
+    def latest(
+        self, sku: str, language: str, model: str, verdict: str
+    ) -> StoredExplanation | None: ...
     def put(self, entry: StoredExplanation) -> None: ...
     def __len__(self) -> int: ...
     def close(self) -> None: ...
@@ -149,6 +159,23 @@ class SqliteExplanationStore:
         if due:
             self.flush()
         return entry
+
+    def latest(self, sku: str, language: str, model: str, verdict: str) -> StoredExplanation | None:
+        """The newest kept text `model` wrote for this product, language and verdict,
+        whatever inputs it was written for: a live feed restates a best seller's price or
+        stock every few seconds, and a text that names none of what changed still holds.
+        Its caller serves it only once it passes the checks against today's facts."""
+        row = (
+            self._db.connection()
+            .execute(
+                f"SELECT {_COLUMNS} FROM explanations WHERE sku = ? AND language = ? "
+                "AND model = ? AND verdict = ? AND text IS NOT NULL "
+                "ORDER BY generated_at DESC LIMIT 1",
+                (sku, language, model, verdict),
+            )
+            .fetchone()
+        )
+        return None if row is None else StoredExplanation(*row)
 
     def put(self, entry: StoredExplanation) -> None:
         entry = replace(entry, last_used_ms=self._clock())
