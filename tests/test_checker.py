@@ -597,6 +597,13 @@ REFUSED = [
         "false_comparison",
     ),
     (
+        "Better to wait because Double 12 is 9 days away, with an expected price of $88.71 to "
+        "$90.53, rather than holding out for $90.53.",
+        SALE_EVENT_RANGE_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
         "建议再等等，因为现价和90天均价US$352.71差不多，偏贵。",
         NEAR_AVG_WAIT_ZH,
         "faithful",

@@ -1044,7 +1044,7 @@ _TODAY = {
     "en": (
         re.compile(rf"{_AMOUNT} (?:today|now)\b"),
         re.compile(rf"\b(?:today|now)(?:'s price)?(?:,| is| at| of)? {_AMOUNT}", re.IGNORECASE),
-        re.compile(rf"\b(?:instead of|rather than) {_AMOUNT}"),
+        re.compile(rf"\b(?:instead of|rather than)(?: [a-z]+){{0,3}} {_AMOUNT}"),
     ),
     "zh": (re.compile(rf"(?:现价|当前价|今天)(?:为|是|仍是)?{_AMOUNT}"),),
 }
@@ -1058,7 +1058,8 @@ def _todays_price(body: str, inputs: CheckInputs) -> str:
     """An amount the body calls today's price that no reason gives as today's ("should
     bring it to $111.69 to $114.11, against $114.11 today" where a reason said "today
     $121.10"; "the expected price then is $383.99 instead of $388.31", the range's upper
-    end where the price it would replace is today's): each number is the reasons', the
+    end where the price it would replace is today's; "rather than holding out for $199.34"):
+    each number is the reasons', the
     claim that it is today's is not. Judged only where a reason names today's price."""
     known = set().union(*(_today_amounts(r.text, inputs.language) for r in inputs.reasons))
     if not known:
