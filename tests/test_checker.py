@@ -322,6 +322,23 @@ SPEND_SAVE_EN = _inputs(
         )
     ],
 )
+PRE_SALE_HIKE_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "pre_sale_hike",
+            "wait",
+            "A pre-sale hike: the price was raised 14.4% above $298.57 over the last 14 days, "
+            "ahead of Christmas Sale.",
+        )
+    ],
+)
+UPCOMING_SALE_EN = _inputs(
+    "en",
+    "WAIT",
+    [("upcoming_sale", "wait", "Christmas Sale starts in 15 days at $630.17, 10.8% below today.")],
+)
 LOW_STOCK_WAIT_ZH = _inputs("zh", "WAIT", [("low_stock", "info", "库存仅剩2件。")])
 LOW_STOCK_WAIT_EN = _inputs("en", "WAIT", [("low_stock", "info", "Only 2 left in stock.")])
 OUT_OF_STOCK_ZH = _inputs(
@@ -600,6 +617,20 @@ REFUSED = [
         "Better to wait because Double 12 is 9 days away, with an expected price of $88.71 to "
         "$90.53, rather than holding out for $90.53.",
         SALE_EVENT_RANGE_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
+        "Better to wait because the price was raised 14.4% above $298.57 in the last 14 days, "
+        "above Christmas Sale.",
+        PRE_SALE_HIKE_EN,
+        "faithful",
+        "false_comparison",
+    ),
+    (
+        "Better to wait because the price of $630.17 is 10.8% under today's price, 10.8% below "
+        "the Christmas Sale price.",
+        UPCOMING_SALE_EN,
         "faithful",
         "false_comparison",
     ),

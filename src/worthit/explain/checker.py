@@ -851,6 +851,7 @@ _MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     "en": (
         ("false_comparison", re.compile(r"\btoday's price would bring (?:it|one unit) to\b")),
         ("false_comparison", re.compile(r"\bcloser to \S*\d\S* than \d")),
+        ("false_comparison", re.compile(r"\b(?:above|below|under|over) (?:the )?[A-Z][a-z]+")),
     ),
 }
 """What the adapter writes that no reason can make right, each read in a served store
@@ -859,7 +860,9 @@ price), a hollow discount turned round ("但并不是降价前30天内的最低�
 for the shopper ("我可以第一时间下单"), "而且还会再买", a word said twice ("另外，另外"), a
 clause that is only "现价". English: "today's price would bring it to $87.12" (today's
 price, where the reason gives what the offer would cost), "today's price is closer to
-$114.99 than 97.2% of prices" (an offer's price and a share of past prices run together)."""
+$114.99 than 97.2% of prices" (an offer's price and a share of past prices run together),
+a price above or below a sale's name ("raised 14.4% above $298.57 in the last 14 days, above
+Christmas Sale"; "10.8% below the Christmas Sale price" of the sale's own price)."""
 _SHARE_OF_PRICES_ZH = re.compile(r"(\d+(?:\.\d+)?)%的价格都?比现在(高|低)")
 """"近90天里有92.8%的价格都比现在高": today is cheaper than that share of prices."""
 
