@@ -347,11 +347,8 @@ def record(c: Candidate, index: int, split: str) -> dict[str, object] | None:
     for draw in range(1, REDRAWS + 1):
         if result.ok:
             break
-        redrawn = target_for(c, random.Random(f"{digest}:{draw}"))
-        assert redrawn is not None
-        redrawn_result = check_explanation(redrawn, check)
-        if redrawn_result.ok:
-            target, result = redrawn, redrawn_result
+        target = target_for(c, random.Random(f"{digest}:{draw}")) or target
+        result = check_explanation(target, check)
     if not result.ok:
         FAILURES.append(f"{result.code}: {result.detail}\n    {row['reasons']}\n    {target}")
     row["target"] = target
