@@ -143,8 +143,16 @@ def test_greedy_output_equals_llama_create_completion(model_path: Path, referenc
         engine.close()
 
 
-def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llama):
-    engine = Engine.from_gguf(model_path, config())
+STREAMS = {"max_sequences": 8, "max_cached_prefixes": 4, "kv_streams": True}
+"""A KV stream per sequence id (what `explain --warm` runs), 256 cells each."""
+
+
+@pytest.mark.parametrize("streams", [False, True], ids=["pool", "streams"])
+def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llama, streams: bool):
+    """In streams a cached prefix is a copy of another stream cut to length: the same KV."""
+    engine = Engine.from_gguf(
+        model_path, config(context_size=12 * 256, **STREAMS) if streams else config()
+    )
 
     async def main() -> tuple[list[Completion], list[Completion], list[Completion]]:
         solo = []
@@ -187,12 +195,14 @@ def test_batch_of_8_and_prefix_cache_against_solo(model_path: Path, scorer: Llam
             assert gap <= GAP_TOLERANCE
 
 
-def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path):
+@pytest.mark.parametrize("streams", [False, True], ids=["pool", "streams"])
+def test_random_traffic_leaves_no_kv_cell_behind(model_path: Path, streams: bool):
     """Random lengths, classes (background included, on its own thread count), deadlines
     and aborts on the real context; afterwards every llama.cpp sequence id is empty
     except the cached prefixes, and those go too when the cache is cleared."""
-    cfg = config(context_size=512, max_sequences=6, max_cached_prefixes=4, min_prefill_chunk=32,
-                 n_threads=2, background_threads=1)  # fmt: skip
+    cfg = config(context_size=10 * 256 if streams else 512, kv_streams=streams, max_sequences=6,
+                 max_cached_prefixes=4, min_prefill_chunk=32, n_threads=2,
+                 background_threads=1)  # fmt: skip
     engine = Engine.from_gguf(model_path, cfg)
     rnd = random.Random(7)
 
@@ -258,6 +268,32 @@ def test_chat_messages_use_the_gguf_template_and_fit_the_context(model_path: Pat
         assert done.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)
     finally:
         engine.close()
+
+
+COUNTING = "Count from 1 to 100 in words, separated by commas."
+"""Greedy, the model counts on past 128 tokens."""
+
+
+def test_in_streams_a_sequence_stops_at_its_stream_not_at_the_whole_kv(model_path: Path):
+    """A stream holds context_size / sequence ids cells: a request that would write past
+    its stream ends with "length" there, and the conversation is cut to fit it."""
+    cfg = config(context_size=4 * 128, kv_streams=True, max_sequences=2, max_cached_prefixes=2)
+    engine = Engine.from_gguf(model_path, cfg)
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i in range(6):
+        messages.append({"role": "user", "content": f"Earlier question number {i}?"})
+        messages.append({"role": "assistant", "content": f"Earlier answer number {i}."})
+    messages.append({"role": "user", "content": QUESTIONS[0]})
+    try:
+        long = run(engine.generate(chat(COUNTING), params=SamplingParams(max_tokens=200)))
+        cut = run(engine.generate(messages=messages, params=SamplingParams(max_tokens=8)))
+    finally:
+        engine.close()
+    assert isinstance(long, Completion) and isinstance(cut, Completion)
+    assert long.finish_reason is FinishReason.LENGTH
+    assert long.prompt_tokens + len(long.token_ids) == 128
+    assert cut.truncated_messages > 0
+    assert cut.prompt_tokens <= 128 - 8
 
 
 def test_an_engine_measured_too_slow_measures_again_when_idle(model_path: Path):

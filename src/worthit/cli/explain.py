@@ -30,28 +30,23 @@ from worthit.explain.store_key import model_identity
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
 
-WARM_CELLS_PER_EXPLANATION = 256
-"""KV cells per explanation in flight. The engine's KV is one pool (`kv_unified`), and
-llama.cpp's flash attention visits every cell up to the highest one in use for every
-query token and head, reading the mask of the cells it cannot see too; a pool the size of
-`serve`'s (8,192 cells) fills with cached prefixes, and every token of the batch then scans
-all of them. Cached prefixes are worth
-nothing here (each product is written once per language), so the pool holds the batch: an
-English explanation needs about 200 cells (135 prompt tokens and 64 to write), a Chinese
-one about 330, which then waits for cells rather than make every token scan more. 8 in
-flight in 2,048 cells wrote 1.70-1.81 explanations a second where 8,192 cells wrote 1.44-1.47
+WARM_SEQUENCE_CELLS = 512
+"""KV cells of each explanation's own stream (`EngineConfig.kv_streams`): the longest, a
+Japanese prompt of about 380 tokens with 112 to write, fits. In one pool shared by the
+batch, llama.cpp's flash attention visits every cell up to the highest in use for every
+token of a step, so each explanation in flight made every other one's tokens dearer (40 %
+of the engine's time at 8 in flight, py-spy on the Xeon); in streams a token visits its
+own explanation's cells alone."""
+WARM_CACHED_PREFIXES = 0
+"""Finished prompts kept: none. Every product of a language shares the instructions, and
+a running explanation in the same language holds them; in streams a kept prompt would
+take a sequence id among the running ones, and llama.cpp batches sequences of streams
+together only while their ids run on by one."""
+WARM_PARALLEL = 8
+"""Explanations in flight. In one pool 4 wrote the most (the pool's size priced every
+token); in streams 6 to 16 write about the same (150-s runs on a 2-core EPYC: 1.60, 1.68,
+1.66, 1.72 explanations a second at 6, 8, 12, 16), all ahead of the pool's 4 at 1.28-1.41
 (docs/benchmarks.md)."""
-WARM_PARALLEL = 4
-"""Explanations in flight. Every token of the batch, prompt or answer, has flash attention
-visit the pool up to its highest cell in use, so the pool's size (256 cells an explanation
-in flight) prices every token: 8 in flight spent 40 % of the engine's time in attention
-(py-spy, 2026-12-03). Side by side on this 2-core Xeon (`explain --warm --budget-s 240`,
-fresh copies of the demo market, one after the other), 4 at once wrote 1.32 explanations a
-second, 5 1.26, 6 1.27 and 8 1.23; in 90- and 150-s runs 4 led 8 each time by 7-20 %. 2 or
-3 in flight batch too little (1.43-1.44 where 4 wrote 1.51-1.65 in 90 s)."""
-WARM_MIN_CONTEXT = 1024
-"""Room for the longest explanation alone: a Japanese prompt runs to 380 tokens, with 112
-to write."""
 WARM_STEP_S = 0.5
 """Longest engine step. `worthit serve` keeps background steps to 30 ms so that a live
 request never waits long for the engine; alone on the machine there is none to wait, and
@@ -62,10 +57,13 @@ together: 48 explanations written 8 at once took 80 s in 30-ms steps and 48-64 s
 
 def warm_engine_config(threads: int, parallel: int) -> EngineConfig:
     """The engine of a run that writes explanations alone on the machine (`explain --warm`
-    and `bench/guard.py`): every thread on background work, in long steps, KV for the
-    `parallel` explanations in flight and no more."""
+    and `bench/guard.py`): every thread on background work, in long steps, a KV stream for
+    each of the `parallel` explanations in flight and for a few finished prompts."""
     return EngineConfig(
-        context_size=max(WARM_MIN_CONTEXT, WARM_CELLS_PER_EXPLANATION * parallel),
+        kv_streams=True,
+        max_sequences=parallel,
+        max_cached_prefixes=WARM_CACHED_PREFIXES,
+        context_size=WARM_SEQUENCE_CELLS * (parallel + WARM_CACHED_PREFIXES),
         n_threads=threads,
         background_threads=threads,
         max_background_step_s=WARM_STEP_S,

@@ -17,7 +17,19 @@ class EngineConfig:
     """
 
     context_size: int = 4096
-    """KV cells shared by every sequence (llama.cpp unified KV cache)."""
+    """KV cells in all: one pool shared by every sequence id, or split evenly among them
+    (`kv_streams`)."""
+
+    kv_streams: bool = False
+    """One KV stream per sequence id (llama.cpp's `kv_unified = false`) instead of one
+    pool. In a pool, flash attention visits every cell up to the highest one in use for
+    each token of a step, so every sequence in flight makes every other one's tokens
+    dearer; in streams a token visits its own sequence's cells alone. The price: each
+    sequence id holds `context_size / num_seq_ids` cells whether it uses them or not, and
+    a cached prefix is shared by copying its whole stream and cutting the copy, not by a
+    tag. Suits a run that writes many explanations at once and caches little
+    (`explain --warm`); `serve` keeps the pool, whose prefix cache holds hundreds of
+    prompts in the same memory."""
 
     max_sequences: int = 16
     """Upper bound of sequences holding KV for a running request at once."""
@@ -137,6 +149,10 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.context_size < self.block_size * 2:
             raise ValueError("context_size must hold at least two blocks")
+        if self.kv_streams and self.context_size % self.num_seq_ids:
+            raise ValueError("with kv_streams, context_size must split evenly among sequence ids")
+        if self.sequence_cells < self.block_size * 2:
+            raise ValueError("a sequence must be able to hold at least two blocks")
         if not 1 <= self.min_sequences <= self.max_sequences:
             raise ValueError("need 1 <= min_sequences <= max_sequences")
         if self.max_sequences + self.max_cached_prefixes > 256:
@@ -165,6 +181,13 @@ class EngineConfig:
     @property
     def num_blocks(self) -> int:
         return self.context_size // self.block_size
+
+    @property
+    def sequence_cells(self) -> int:
+        """KV cells one sequence can fill: its stream's share, or the whole pool."""
+        if self.kv_streams:
+            return self.context_size // self.num_seq_ids
+        return self.context_size
 
     @property
     def num_seq_ids(self) -> int:

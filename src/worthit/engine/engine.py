@@ -95,9 +95,7 @@ class Engine:
         self.metrics = metrics or EngineMetrics()
         self.model_id = runner.model_id
         self.chat_template = ChatTemplate(runner.chat_template, runner.bos_text, runner.eos_text)
-        self.prompts = PromptBuilder(
-            runner.tokenize, self.chat_template, config.num_blocks * config.block_size
-        )
+        self.prompts = PromptBuilder(runner.tokenize, self.chat_template, config.sequence_cells)
         self.blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
         self.step_model = StepTimeModel()
         self.background_step_model = (

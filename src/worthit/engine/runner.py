@@ -90,7 +90,7 @@ class LlamaRunner:
         params.n_batch = config.max_batch_tokens
         params.n_ubatch = config.max_batch_tokens
         params.n_seq_max = config.num_seq_ids
-        params.kv_unified = True  # one pool of cells: seq_cp shares, never copies
+        params.kv_unified = not config.kv_streams
         params.n_threads = config.n_threads
         params.n_threads_batch = config.n_threads
         params.flash_attn_type = (
@@ -117,6 +117,13 @@ class LlamaRunner:
         self._batch = llama.llama_batch_init(config.max_batch_tokens, 0, 1)
         self._batch_size = config.max_batch_tokens
         self.n_ctx = llama.llama_n_ctx(self._ctx)
+        self._streams = config.kv_streams
+        if llama.llama_n_ctx_seq(self._ctx) < config.sequence_cells:
+            cells = llama.llama_n_ctx_seq(self._ctx)
+            self.close_native()
+            raise ModelLoadError(
+                f"llama.cpp gave a sequence {cells} KV cells, not {config.sequence_cells}"
+            )
         self._pieces: dict[int, bytes] = {}
         self._eog: dict[int, bool] = {}
         self.model_path = path
@@ -203,7 +210,13 @@ class LlamaRunner:
     # -- KV memory (BlockManager's KVMemory) --------------------------------------------
 
     def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None:
-        llama.llama_memory_seq_cp(self._mem, src_seq, dst_seq, 0, n_tokens)
+        """In one pool, a tag on the cells; between streams llama.cpp copies only whole
+        streams (at the next decode), so the copy is cut back to the prefix."""
+        if not self._streams:
+            llama.llama_memory_seq_cp(self._mem, src_seq, dst_seq, 0, n_tokens)
+            return
+        llama.llama_memory_seq_cp(self._mem, src_seq, dst_seq, -1, -1)
+        self.truncate(dst_seq, n_tokens)
 
     def truncate(self, seq_id: int, n_tokens: int) -> None:
         if not llama.llama_memory_seq_rm(self._mem, seq_id, n_tokens, -1):
@@ -228,6 +241,11 @@ class LlamaRunner:
         batch: Any = self._batch
         i = 0
         outputs: list[tuple[int, int, object]] = []
+        if self._streams:
+            # Across streams llama.cpp puts sequences in one ubatch only while their ids
+            # run on by one in batch order; any other order splits the step into more
+            # ubatches, each reading every weight again.
+            chunks = sorted(chunks, key=lambda chunk: chunk.seq_id)
         for chunk in chunks:
             seq_id = chunk.seq_id
             pos = chunk.start

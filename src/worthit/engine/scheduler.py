@@ -102,7 +102,7 @@ class Scheduler:
         self.window = BatchWindow(
             model, config.tpot_target_s, config.min_sequences, config.max_sequences
         )
-        self.max_total_tokens = config.num_blocks * config.block_size
+        self.max_total_tokens = config.sequence_cells
         """A sequence's context limit: generation ends with "length" at it."""
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
