@@ -116,6 +116,16 @@ def first_tie_gap(llm: Llama, prompt: list[int], output: list[int]) -> float:
     return 0.0
 
 
+def conversation(turns: int) -> list[dict[str, str]]:
+    """The system prompt, `turns` earlier exchanges, then the first question."""
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i in range(turns):
+        messages.append({"role": "user", "content": f"Earlier question number {i}?"})
+        messages.append({"role": "assistant", "content": f"Earlier answer number {i}."})
+    messages.append({"role": "user", "content": QUESTIONS[0]})
+    return messages
+
+
 def run(coro: object) -> object:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
@@ -255,11 +265,7 @@ def test_chat_messages_use_the_gguf_template_and_fit_the_context(model_path: Pat
     engine = Engine.from_gguf(model_path, config(context_size=256, max_batch_tokens=256,
                                                  min_prefill_chunk=256))  # fmt: skip
     assert engine.chat_template.source.startswith("{% for message in messages %}")
-    messages = [{"role": "system", "content": SYSTEM}]
-    for i in range(12):
-        messages.append({"role": "user", "content": f"Earlier question number {i}?"})
-        messages.append({"role": "assistant", "content": f"Earlier answer number {i}."})
-    messages.append({"role": "user", "content": QUESTIONS[0]})
+    messages = conversation(12)
     try:
         done = run(engine.generate(messages=messages, params=SamplingParams(max_tokens=8)))
         assert isinstance(done, Completion)
@@ -279,11 +285,7 @@ def test_in_streams_a_sequence_stops_at_its_stream_not_at_the_whole_kv(model_pat
     its stream ends with "length" there, and the conversation is cut to fit it."""
     cfg = config(context_size=4 * 128, kv_streams=True, max_sequences=2, max_cached_prefixes=2)
     engine = Engine.from_gguf(model_path, cfg)
-    messages = [{"role": "system", "content": SYSTEM}]
-    for i in range(6):
-        messages.append({"role": "user", "content": f"Earlier question number {i}?"})
-        messages.append({"role": "assistant", "content": f"Earlier answer number {i}."})
-    messages.append({"role": "user", "content": QUESTIONS[0]})
+    messages = conversation(6)
     try:
         long = run(engine.generate(chat(COUNTING), params=SamplingParams(max_tokens=200)))
         cut = run(engine.generate(messages=messages, params=SamplingParams(max_tokens=8)))
