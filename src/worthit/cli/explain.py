@@ -58,7 +58,7 @@ together: 48 explanations written 8 at once took 80 s in 30-ms steps and 48-64 s
 def warm_engine_config(threads: int, parallel: int) -> EngineConfig:
     """The engine of a run that writes explanations alone on the machine (`explain --warm`
     and `bench/guard.py`): every thread on background work, in long steps, a KV stream for
-    each of the `parallel` explanations in flight and for a few finished prompts."""
+    each of the `parallel` explanations in flight and none for finished prompts."""
     return EngineConfig(
         kv_streams=True,
         max_sequences=parallel,

@@ -17,6 +17,10 @@ when its last tag is removed. This module mirrors those tags in blocks of
   as least recently used and marked, until a request reuses it, so that interactive work can
   evict those alone before it preempts paused background sequences for KV.
 
+With `EngineConfig.kv_streams` each sequence id has a stream of its own and `seq_cp`
+between streams is a copy (`LlamaRunner.copy_prefix`); the bookkeeping is the same, a
+shared block then standing for one copy in each holder's stream.
+
 Invariant: a sequence that holds block k holds blocks 0..k-1 of the same chain, since
 llama.cpp positions of a sequence always run from 0.
 """

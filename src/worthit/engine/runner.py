@@ -118,8 +118,8 @@ class LlamaRunner:
         self._batch_size = config.max_batch_tokens
         self.n_ctx = llama.llama_n_ctx(self._ctx)
         self._streams = config.kv_streams
-        if llama.llama_n_ctx_seq(self._ctx) < config.sequence_cells:
-            cells = llama.llama_n_ctx_seq(self._ctx)
+        cells = llama.llama_n_ctx_seq(self._ctx)
+        if cells < config.sequence_cells:
             self.close_native()
             raise ModelLoadError(
                 f"llama.cpp gave a sequence {cells} KV cells, not {config.sequence_cells}"
