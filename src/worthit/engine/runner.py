@@ -29,6 +29,21 @@ from worthit.engine.sequence import SamplingParams
 _backend_lock = threading.Lock()
 _backend_ready = False
 
+_token_arrays: dict[int, type[ctypes.Array[Any]]] = {}
+"""ctypes array types for token buffers, one per power-of-two capacity. ctypes keeps a
+`llama_token * n` type only while something holds it, and a type is a reference cycle:
+a buffer per prompt length left a type (seven objects) per live request on the
+server's event loop for the cyclic collector to free."""
+
+
+def token_buffer(size: int) -> ctypes.Array[Any]:
+    """A zeroed buffer of at least `size` llama tokens."""
+    capacity = max(64, 1 << (size - 1).bit_length())
+    array = _token_arrays.get(capacity)
+    if array is None:
+        array = _token_arrays.setdefault(capacity, llama.llama_token * capacity)
+    return array()
+
 
 def init_backend() -> None:
     """llama_backend_init is process-wide; do it once, and quiet llama.cpp's logging,
@@ -141,13 +156,11 @@ class LlamaRunner:
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         """Tokens of text; special tokens written in it (chat markup) are parsed."""
         data = text.encode("utf-8")
-        size = len(data) + 8
-        buf = (llama.llama_token * size)()
-        n = llama.llama_tokenize(self._vocab, data, len(data), buf, size, add_special, True)
+        buf = token_buffer(len(data) + 8)
+        n = llama.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_special, True)
         if n < 0:
-            size = -n
-            buf = (llama.llama_token * size)()
-            n = llama.llama_tokenize(self._vocab, data, len(data), buf, size, add_special, True)
+            buf = token_buffer(-n)
+            n = llama.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_special, True)
         return list(buf[:n])
 
     def piece(self, token: int) -> bytes:
