@@ -74,7 +74,9 @@ def test_a_stream_is_no_larger_than_the_longest_explanation_needs(
 
 def test_in_streams_the_explanations_in_flight_share_their_instructions(model_path: Path) -> None:
     """No finished prompt is kept (`WARM_CACHED_PREFIXES`): a new explanation copies the
-    instructions from a running one's stream, once some running one has computed them."""
+    instructions from a running one's stream, once some running one has computed them. An
+    explanation taken in just after all four in flight ended in the same step has none to
+    copy from (how often depends on how the CPU is shared), at most one in each four."""
     engine = Engine.from_gguf(model_path, warm_engine_config(2, 4))
     system = "You are a shopping assistant. Tell the shopper why the verdict below is right."
 
@@ -102,4 +104,5 @@ def test_in_streams_the_explanations_in_flight_share_their_instructions(model_pa
         engine.close()
     assert all(d.finish_reason is not FinishReason.ERROR for d in done)
     shared = [d.cached_tokens for d in done[4:]]
-    assert min(shared) >= 24, shared
+    cold = [c for c in shared if c < 24]
+    assert len(cold) <= len(shared) // 4, shared  # all four ran out in one step: none to copy
