@@ -36,7 +36,7 @@ a buffer per prompt length left a type (seven objects) per live request on the
 server's event loop for the cyclic collector to free."""
 
 
-def token_buffer(size: int) -> ctypes.Array[Any]:
+def _token_buffer(size: int) -> ctypes.Array[Any]:
     """A zeroed buffer of at least `size` llama tokens."""
     capacity = max(64, 1 << (size - 1).bit_length())
     array = _token_arrays.get(capacity)
@@ -156,10 +156,10 @@ class LlamaRunner:
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         """Tokens of text; special tokens written in it (chat markup) are parsed."""
         data = text.encode("utf-8")
-        buf = token_buffer(len(data) + 8)
+        buf = _token_buffer(len(data) + 8)
         n = llama.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_special, True)
         if n < 0:
-            buf = token_buffer(-n)
+            buf = _token_buffer(-n)
             n = llama.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_special, True)
         return list(buf[:n])
 
