@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -90,6 +91,8 @@ class Result:
     tokens: int
     finish: str | None
     status: int
+    refusal: str | None = None
+    """A 503's error message: why the server refused (worthit says what it priced)."""
 
 
 def free_port() -> int:
@@ -152,8 +155,12 @@ async def one_request(
     try:
         async with client.stream("POST", "/v1/chat/completions", json=body) as response:
             if response.status_code != 200:
-                await response.aread()
-                return Result(scheduled, None, None, 0, None, response.status_code)
+                raw = await response.aread()
+                try:
+                    why = str(json.loads(raw)["error"]["message"])
+                except (ValueError, KeyError, TypeError):
+                    why = raw.decode(errors="replace")[:200]
+                return Result(scheduled, None, None, 0, None, response.status_code, why)
             async for line in response.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
@@ -290,8 +297,12 @@ def summarise(results: list[Result], duration: float) -> dict[str, object]:
     for r in results:
         key = f"{r.status}:{r.finish}"
         outcomes[key] = outcomes.get(key, 0) + 1
+    priced = [float(m.group(1)) for r in results if r.refusal
+              for m in [re.search(r"needs ~(\d+) ms", r.refusal)] if m]  # fmt: skip
     return {
         "outcomes": outcomes,
+        "refused_priced_p50_ms": pct(priced, 0.5),
+        "refused_priced_min_ms": min(priced, default=None),
         "sent": len(results),
         "refused": sum(1 for r in results if r.status == 503),
         "completed": len(completed),
