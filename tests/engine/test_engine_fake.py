@@ -251,6 +251,37 @@ def test_a_prompt_refused_twice_is_warmed_for_the_next_asker():
     asyncio.run(main())
 
 
+def test_facts_refused_under_two_questions_are_warmed_for_the_next_question():
+    """Two questions about one product share its facts and differ at the end: the facts'
+    blocks are warmed after the second refusal, though no whole prompt was refused twice."""
+
+    async def main() -> None:
+        engine = make_engine()
+        try:
+            engine.step_model.overhead_s = 0.01
+            engine.step_model.per_token_s = 0.01
+            facts = "FACTS about product 7. " * 10
+            first = facts + "Worth it?"
+            second = facts + "Should I wait for a sale, or is it fine to buy today?"
+            third = engine.runner.tokenize(facts + "Is it a good gift?")
+            shared = engine.runner.tokenize(facts)
+            for prompt in (first, second):
+                with pytest.raises(AdmissionRefusedError):
+                    engine.submit(prompt, deadline_s=0.3)
+                await asyncio.sleep(0.05)
+            for _ in range(500):
+                if engine.blocks.cached_prefix_len(third) and not engine.scheduler.has_work():
+                    break
+                await asyncio.sleep(0.002)
+            size = engine.config.block_size
+            cached = engine.blocks.cached_prefix_len(third)
+            assert (len(shared) - size) // size * size <= cached <= len(shared)
+        finally:
+            engine.close()
+
+    asyncio.run(main())
+
+
 def test_deadline_mid_sentence_cuts_the_answer_at_the_last_sentence_end():
     async def main() -> None:
         config = EngineConfig(context_size=1024, block_size=8)

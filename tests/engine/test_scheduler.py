@@ -284,3 +284,25 @@ def test_each_plan_carries_its_budget_and_publishes_the_queue_it_leaves():
     computed = sum(len(c.tokens) for c in plan.chunks if c.seq is not owed)
     assert published.queued_prefill == (0, 0, 40 - computed)  # after the step ran
     assert published.tpot_s == plan.budget.tpot_s
+
+
+def test_a_request_arriving_near_a_running_answers_end_is_priced_as_running_alone_after_it():
+    """Each step costs 10 ms + 10 ms a token: 20 ms alone, 30 ms beside another. Five
+    steps before the running answer ends, a request owed 40 tokens within 1 s arrives:
+    priced as if the running one stayed (40 x 30 ms) it expired unserved; five steps at
+    30 ms and 35 at 20 ms fit, and it is served in time."""
+    h = Harness(EngineConfig(block_size=4, tpot_target_s=1.0), overhead_s=0.01,
+                per_token_s=0.01, timed=True)  # fmt: skip
+    running = h.seq("running", 4, max_tokens=40)
+    while len(running.output_tokens) < 35:
+        h.step()
+    arrived = h.now
+    late = h.seq("late", 4, deadline=arrived + 1.0, max_tokens=40, required_tokens=40)
+    ended: dict[str, float] = {}
+    while h.scheduler.has_work():
+        _, updates = h.step()
+        for u in updates:
+            if u.seq.is_finished:
+                ended[u.seq.request_id] = h.now
+    assert late.finish_reason is FinishReason.LENGTH and len(late.output_tokens) == 40
+    assert ended["late"] <= arrived + 1.0

@@ -196,7 +196,7 @@ class Scheduler:
                 Chunk(seq, seq.seq_id, start, seq.tokens(start, end), end == seq.num_tokens)
             )
             scheduled.add(id(seq))
-        plan.budget = self._publish(budget)
+        plan.budget = self._publish(budget, now)
         return plan
 
     def postprocess(
@@ -217,7 +217,7 @@ class Scheduler:
             self.blocks.commit(chunk.seq_id, seq.tokens(0, seq.num_computed), seq.num_computed)
             if chunk.sample:
                 updates.append(self._accept(seq, sampled[chunk.seq_id], plan.budget, now))
-        self._publish(plan.budget)
+        self._publish(plan.budget, now)
         return updates
 
     def _schedule_background(self, now: float, previous: StepBudget) -> StepPlan:
@@ -260,7 +260,7 @@ class Scheduler:
                 assert seq.seq_id is not None
                 tokens = seq.tokens(start, end)
                 plan.chunks.append(Chunk(seq, seq.seq_id, start, tokens, end == seq.num_tokens))
-        plan.budget = self._publish(budget)
+        plan.budget = self._publish(budget, now)
         return plan
 
     # -- budgets -------------------------------------------------------------------
@@ -297,24 +297,44 @@ class Scheduler:
         )
         return self.config.deadline_margin * (seq.deadline - now - prefill) / owed
 
-    def _recount(self, budget: StepBudget) -> StepBudget:
-        """budget with the running and waiting sets as they are now."""
+    def _recount(self, budget: StepBudget, now: float | None = None) -> StepBudget:
+        """budget with the running and waiting sets as they are now (and, given `now`,
+        the steps each decoding one can still take)."""
+        leaving = budget.leaving_after if now is None else self._leaving_after(now)
         return replace(
             budget,
             running=len(self.running),
             decoding=sum(1 for s in self.running if s.pending == 1),
+            leaving_after=leaving,
             waiting=len(self.waiting),
             background_running=len(self.background_running),
             background_waiting=len(self.background_waiting),
         )
 
-    def _publish(self, budget: StepBudget) -> StepBudget:
+    def _leaving_after(self, now: float) -> tuple[int, ...]:
+        """The most steps each decoding running sequence can still take: to its
+        max_tokens, and with a deadline no more than fit before it at the present step
+        time. Ascending; sequences still prefilling are left out (they stay)."""
+        step_s = max(self.model.predict(len(self.running)), 1e-6)
+        steps = []
+        for seq in self.running:
+            if seq.pending > 1:
+                continue
+            left = seq.params.max_tokens - len(seq.output_tokens)
+            if seq.deadline is not None:
+                left = min(left, math.ceil(max(0.0, seq.deadline - now) / step_s))
+            steps.append(max(0, left))
+        return tuple(sorted(steps))
+
+    def _publish(self, budget: StepBudget, now: float) -> StepBudget:
         """budget with the queue as it stands now, published for admission."""
         queued = [0, 0, 0]
         for seq in (*self.waiting, *self.running):
             if seq.pending > 1 or seq.status is Status.WAITING:
                 queued[seq.priority.value] += seq.pending
-        published = replace(self._recount(budget), queued_prefill=(queued[0], queued[1], queued[2]))
+        published = replace(
+            self._recount(budget, now), queued_prefill=(queued[0], queued[1], queued[2])
+        )
         self.published.publish(published)
         return published
 

@@ -43,6 +43,11 @@ class StepBudget:
     """Background requests holding KV: generating in steps free of interactive work,
     paused otherwise."""
     background_waiting: int = 0
+    leaving_after: tuple[int, ...] = ()
+    """For each running interactive sequence that is decoding, the most steps it can still
+    take (to its max_tokens, or to its deadline at the current step time), ascending: a
+    request joining now decodes beside fewer of them as they end. A running sequence still
+    prefilling is not here: it is counted as staying (``running``)."""
 
 
 class PublishedBudget:
@@ -101,4 +106,24 @@ class Estimator:
     ) -> float:
         """Seconds until a request has streamed the tokens its deadline promises."""
         first = self.first_token_s(budget, uncached, priority, already_queued)
-        return first + required_tokens * self.model.tpot_s(budget.running)
+        return first + self.decode_s(budget, required_tokens)
+
+    def decode_s(self, budget: StepBudget, tokens: int) -> float:
+        """Seconds to decode `tokens` beside the running set, each decoding sequence
+        leaving the batch once it has taken the steps it can still take
+        (``leaving_after``). Priced as if all of them stayed, a request arriving while
+        one answer was near its end was refused on this 2-core host (48 tokens at the
+        step time of two, about 830 ms against an 800 ms deadline) where it would have
+        run alone after a few steps."""
+        batch = budget.running + 1
+        left = max(tokens, 0)
+        total = done = 0.0
+        for steps in budget.leaving_after[: budget.running]:
+            span = min(steps, left) - done
+            if span > 0:
+                total += span * self.model.predict(batch)
+                done += span
+            if done >= left:
+                return total
+            batch -= 1
+        return total + (left - done) * self.model.predict(batch)
