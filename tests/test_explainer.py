@@ -385,3 +385,26 @@ def test_what_is_shown_is_exactly_what_is_kept(sentences: list[str], size: int) 
     pieces = [text[i : i + size] for i in range(0, len(text), size)]
     shown, final = run(Scripted(*pieces))
     assert shown == (final.text if final.source == "llm" else "")
+
+
+def test_a_stored_text_is_rechecked_against_each_basis_of_its_own() -> None:
+    """The re-check of a stored text is remembered per basis (sheet version and verdict):
+    the same text again gets the same answer, and a text accepted for one verdict is still
+    refused under another."""
+    from worthit.explain.explainer import RECHECKS_KEPT, ExplanationRun
+
+    sheet = make_sheet()
+    buy = ExplanationRun(sheet, BUY)
+    text = f"{buy.prefix} at $299.00 it is within 2.4% of its all-time low of $249.00."
+    assert buy.recheck(text) is None
+    again = ExplanationRun(sheet, BUY, buy.basis)
+    assert again.recheck(text) is None and text in buy.basis.rechecked
+
+    wait = make_verdict(kind=VerdictKind.WAIT, reasons=BUY.reasons)
+    assert ExplanationRun(sheet, wait).recheck(text) is not None
+
+    invented = f"{buy.prefix} it costs $1."
+    assert again.recheck(invented) == again.recheck(invented) is not None
+    for i in range(RECHECKS_KEPT * 2):
+        again.recheck(f"{buy.prefix} it costs ${i + 2}.")
+    assert len(buy.basis.rechecked) <= RECHECKS_KEPT

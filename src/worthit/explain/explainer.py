@@ -33,6 +33,8 @@ to do. Read beside their reasons (docs/benchmarks.md "Explanation quality"), the
 English advice sentences were right in all but one of 100 served answers; its Chinese
 ones often were not ("等价格降到16.5%以内再买", "等价格开始再买") where its first sentences
 were, so Chinese and Japanese keep the model's first sentence and the card offers the watch."""
+RECHECKS_KEPT = 4
+"""Texts a basis remembers re-checking: its own inputs' stored text and an earlier one."""
 CJK_TOKEN_FACTOR = 1.75
 """The same explanation takes about 1.75 times the tokens in Chinese or Japanese: the gold
 answers' median is 71 tokens in Chinese, and 65 % of them are over 64 (English: 15 %)."""
@@ -90,6 +92,10 @@ class RunBasis:
     grounds: Grounds
     checked: CheckInputs
     """The inputs as the strict checker reads them (with the reasons' codes and polarities)."""
+    rechecked: dict[str, Refusal | None] = field(default_factory=dict, compare=False)
+    """Stored texts already re-checked against this basis, and what was found: the same
+    best seller's text is served to every asker of its inputs, and the checks (a fifth of
+    the HTTP thread's time per answer) give the same result for the same text and basis."""
 
     @classmethod
     def of(cls, sheet: FactSheet, verdict: Verdict) -> RunBasis:
@@ -242,7 +248,18 @@ class ExplanationRun:
 
     def recheck(self, text: str) -> Refusal | None:
         """Why a stored explanation may not be shown against this run's facts (the guard
-        and the wording checks its generation passed, run again), or None."""
+        and the wording checks its generation passed, run again), or None. Found once per
+        text and basis (`RunBasis.rechecked`)."""
+        memo = self.basis.rechecked
+        if text in memo:
+            return memo[text]
+        found = self._recheck(text)
+        if len(memo) >= RECHECKS_KEPT:
+            memo.clear()
+        memo[text] = found
+        return found
+
+    def _recheck(self, text: str) -> Refusal | None:
         result = check_grounding(text, self.basis.grounds)
         if not result.ok:
             return result.failure
