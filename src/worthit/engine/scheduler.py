@@ -297,15 +297,12 @@ class Scheduler:
         )
         return self.config.deadline_margin * (seq.deadline - now - prefill) / owed
 
-    def _recount(self, budget: StepBudget, now: float | None = None) -> StepBudget:
-        """budget with the running and waiting sets as they are now (and, given `now`,
-        the steps each decoding one can still take)."""
-        leaving = budget.leaving_after if now is None else self._leaving_after(now)
+    def _recount(self, budget: StepBudget) -> StepBudget:
+        """budget with the running and waiting sets as they are now."""
         return replace(
             budget,
             running=len(self.running),
             decoding=sum(1 for s in self.running if s.pending == 1),
-            leaving_after=leaving,
             waiting=len(self.waiting),
             background_running=len(self.background_running),
             background_waiting=len(self.background_waiting),
@@ -333,7 +330,9 @@ class Scheduler:
             if seq.pending > 1 or seq.status is Status.WAITING:
                 queued[seq.priority.value] += seq.pending
         published = replace(
-            self._recount(budget, now), queued_prefill=(queued[0], queued[1], queued[2])
+            self._recount(budget),
+            queued_prefill=(queued[0], queued[1], queued[2]),
+            leaving_after=self._leaving_after(now),
         )
         self.published.publish(published)
         return published

@@ -69,12 +69,10 @@ class PrefixWarmer:
             chain = hash((chain, tuple(tokens[end - size : end])))
             if self._count_refusal(chain) >= self.config.warm_after_refusals:
                 wanted, key = end, chain
-        if wanted <= cached:
-            return False
         budget = self._published.read()
         if budget.running or budget.waiting or self._inbox_size():
             return False
-        return self._start(tokens[:wanted], cached, key, whole=True)
+        return self._start(tokens, cached, key, wanted)
 
     def finished(self, request_id: str) -> None:
         with self._lock:
@@ -89,10 +87,10 @@ class PrefixWarmer:
         size = self.config.block_size
         return (len(tokens) - 1) // size * size
 
-    def _start(self, tokens: list[int], cached: int, key: int, whole: bool = False) -> bool:
-        """Queue a warming request for tokens' full blocks (all of tokens when `whole`:
-        they end at a block boundary and the last block is wanted too)."""
-        n = len(tokens) if whole else self._full_blocks(tokens)
+    def _start(self, tokens: list[int], cached: int, key: int, n: int | None = None) -> bool:
+        """Queue a warming request for tokens' first `n` (block-aligned; default: all
+        their full blocks) unless those are cached or being warmed."""
+        n = self._full_blocks(tokens) if n is None else n
         with self._lock:
             if n <= cached or key in self._in_flight.values():
                 return False
