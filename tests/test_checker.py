@@ -582,6 +582,18 @@ REFUSED = [
         "wrong_direction",
     ),
     (
+        "值得现在买，因为当前价$242.20距历史最低价$241.89仅高0.1%，近90天的价格都低于。",
+        BUY_ZH,
+        "faithful",
+        "ungrammatical",
+    ),
+    (
+        "值得现在买，因为当前价$242.20距历史最低价$241.89仅高0.1%，近90天的价格比低。",
+        BUY_ZH,
+        "faithful",
+        "ungrammatical",
+    ),
+    (
         "建议再等等，因为价格接近90天均价US$352.71，而且还会再买。",
         NEAR_AVG_WAIT_ZH,
         "faithful",
