@@ -61,6 +61,7 @@ def main() -> None:
         why = run.recheck(text)
         if why is not None:
             refused[why[0]] += 1
+            print(f"refused {sku} {language} {verdict} ({why[0]}): {text}", file=sys.stderr)
             continue
         shown += 1
         print(f"## {shown}. {sku} {language} {verdict}")

@@ -582,6 +582,20 @@ REFUSED = [
         "wrong_direction",
     ),
     (
+        "Not enough data yet because there are only 3 left in stock and only 4 price "
+        "observations over 3 days. Ask again when more prices are in.",
+        INSUFFICIENT_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
+        "Not enough data yet because after buying 4 price observations in 3 days, it only "
+        "needs 10 to judge the price. Check back in a few days.",
+        INSUFFICIENT_EN,
+        "faithful",
+        "wrong_direction",
+    ),
+    (
         "值得现在买，因为当前价$242.20距历史最低价$241.89仅高0.1%，近90天的价格都低于。",
         BUY_ZH,
         "faithful",

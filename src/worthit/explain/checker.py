@@ -645,11 +645,18 @@ inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a
 
 _PRICEY = _Cue("pricey", _EXPENSIVE.pattern)
 """A BUY that calls its own price high ("正处于历史最低价，还是偏贵"); a WAIT may say it."""
+_BESIDE_THE_DATA = _Cue(
+    "not_about_the_data",
+    re.compile(r"\bin stock\b|\bonly needs? (?:\d|at least)|\bafter buying\b|库存|在庫"),
+)
+"""Not enough data is about the price history alone: stock left is no cause of it ("…because
+there are only 3 left in stock and only 8 price observations"), nor is a purchase, and
+"it only needs 10" turns the minimum round."""
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
     VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER, _BELITTLED, _PRICEY),
     VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _DEAL_NOW),
     VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE, _DEAL_NOW),
-    VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE),
+    VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _BESIDE_THE_DATA),
 }
 """The claims that point against each verdict."""
 
