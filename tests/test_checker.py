@@ -582,6 +582,19 @@ REFUSED = [
         "wrong_direction",
     ),
     (
+        "Better to wait because once the price settles, a 5G Smartphone from Stratus A50 "
+        "drops to 5.00.",
+        _inputs("en", "WAIT", []),
+        "specific",
+        "not_specific",
+    ),
+    (
+        "Better to wait because the price of the Aurora NC700 is not low enough to pay for it.",
+        _inputs("en", "WAIT", []),
+        "specific",
+        "not_specific",
+    ),
+    (
         "Not enough data yet because there are only 3 left in stock and only 4 price "
         "observations over 3 days. Ask again when more prices are in.",
         INSUFFICIENT_EN,

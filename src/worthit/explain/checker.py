@@ -1245,9 +1245,12 @@ def _unknown_cjk(body: str, source: str, language: str = "zh") -> list[str]:
 
 
 def _specificity(body: str, inputs: CheckInputs) -> list[tuple[str, str]]:
+    """The strongest reason named. A verdict without reasons (a fair price, nothing of note)
+    leaves the model nothing to name, so whatever it writes is made up ("because once the
+    price settles, a 5G Smartphone from Stratus A50 drops to 5.00"): the template says it."""
     key = key_reason(inputs.verdict, inputs.reasons)
     if key is None:
-        return []
+        return [("not_specific", "no reason to name")]
     phrases = _KEY_PHRASES.get(key.code, {}).get(inputs.language, ())
     lowered = body.lower()
     if any(p in lowered for p in phrases):
