@@ -633,6 +633,12 @@ REFUSED = [
         "ungrammatical",
     ),
     (
+        "建议再等等，因为再过6天就是Double 11 Pre-sale，到时我可以第一时间买。",
+        WAIT_SALE_ZH,
+        "faithful",
+        "invented_fact",
+    ),
+    (
         "建议再等等，因为价格接近90天均价US$352.71，我可以第一时间下单。",
         NEAR_AVG_WAIT_ZH,
         "faithful",

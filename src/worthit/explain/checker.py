@@ -852,7 +852,10 @@ _MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     "zh": (
         ("wrong_direction", re.compile(r"还比现在高")),
         ("wrong_direction", re.compile(r"并不是降价前\d+天内的最低价")),
-        ("invented_fact", re.compile(r"我可以[^，。；]*下单")),
+        (
+            "invented_fact",
+            re.compile(r"我可以[^，。；]*下单|我可以(?:帮你)?(?:第一时间|马上|立刻|立即)?买"),
+        ),
         (
             "ungrammatical",
             re.compile(
@@ -870,13 +873,14 @@ _MISREAD: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
 """What the adapter writes that no reason can make right, each read in a served store
 beside its reasons (2026-12-03). Chinese: an all-time low "还比现在高" (still above today's
 price), a hollow discount turned round ("但并不是降价前30天内的最低价"), a promise to order
-for the shopper ("我可以第一时间下单"), "而且还会再买", a word said twice ("另外，另外"), a
-clause that is only "现价", a comparison that lost what it compares with ("近90天的价格都低于。",
-"近90天的价格比低。"). English: "today's price would bring it to $87.12" (today's price,
-where the reason gives what the offer would cost), "today's price is closer to $114.99
-than 97.2% of prices" (an offer's price and a share of past prices run together), a price
-above or below a sale's name ("raised 14.4% above $298.57 in the last 14 days, above
-Christmas Sale"; "10.8% below the Christmas Sale price" of the sale's own price)."""
+or buy for the shopper ("我可以第一时间下单", "我可以第一时间买"), "而且还会再买", a word said
+twice ("另外，另外"), a clause that is only "现价", a comparison that lost what it compares
+with ("近90天的价格都低于。", "近90天的价格比低。"). English: "today's price would bring it
+to $87.12" (today's price, where the reason gives what the offer would cost), "today's
+price is closer to $114.99 than 97.2% of prices" (an offer's price and a share of past
+prices run together), a price above or below a sale's name ("raised 14.4% above $298.57 in
+the last 14 days, above Christmas Sale"; "10.8% below the Christmas Sale price" of the
+sale's own price)."""
 _SHARE_OF_PRICES_ZH = re.compile(r"(\d+(?:\.\d+)?)%的价格都?比现在(高|低)")
 """"近90天里有92.8%的价格都比现在高": today is cheaper than that share of prices."""
 
