@@ -10,6 +10,7 @@ import pytest
 from worthit.answer.on_demand import explain_on_demand
 from worthit.decide.decider import Decision, DecisionStatus
 from worthit.decide.intent import parse_intent
+from worthit.decide.verdict import Verdict
 from worthit.engine.sequence import FinishReason
 from worthit.engine.streams import Delta as EngineDelta
 from worthit.explain.explainer import Explanation
@@ -47,12 +48,12 @@ class Engine:
         return self.stream
 
 
-def explanation_for(stream: EndsWith) -> Explanation:
+def explanation_for(stream: EndsWith, verdict: Verdict | None = None) -> Explanation:
     decision = Decision(
         question="Is it worth buying?",
         intent=parse_intent("Is the Aurora NC700 worth buying?"),
         status=DecisionStatus.ANSWERED,
-        verdict=make_verdict(),
+        verdict=verdict or make_verdict(),
         sheet=make_sheet(),
     )
 
@@ -92,3 +93,14 @@ def test_an_engine_that_fails_after_a_checked_sentence_keeps_it(finish: FinishRe
 def test_a_stream_that_stops_normally_is_kept() -> None:
     stream = EndsWith([SALE], FinishReason.STOP)
     assert explanation_for(stream).source == "llm"
+
+
+def test_a_verdict_without_reasons_gets_the_template_without_asking_the_engine() -> None:
+    """Nothing to name, so whatever the model wrote was made up ("because once the price
+    settles, a 5G Smartphone from Stratus A50 drops to 5.00"), and the checker refuses it."""
+    stream = EndsWith([" once the price settles, it drops to 5.00."], FinishReason.STOP)
+    bare = make_verdict(reasons=())
+    final = explanation_for(stream, bare)
+    assert (final.source, final.fallback_reason) == ("template", "no_reasons")
+    assert final.text == template_explanation(bare, make_sheet())
+    assert len(stream.deltas) == 2  # never read

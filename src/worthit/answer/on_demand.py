@@ -47,7 +47,12 @@ async def stream_explanation(
 ) -> AsyncIterator[TextPiece | Explanation]:
     """Guarded deltas, then one Explanation (always the last item); `deadline_s` is the
     time left for the whole answer, `FINISH_MARGIN_S` of it kept for what follows;
-    `tenant` is whose share of the engine the model's time comes from."""
+    `tenant` is whose share of the engine the model's time comes from. A verdict without
+    reasons gets the template at once: the checker refuses any text for it, as there is
+    nothing to name, so the engine's time would be spent for nothing."""
+    if not run.inputs.reasons:
+        yield run.fallback("no_reasons")
+        return
     if deadline_s is not None:
         deadline_s -= FINISH_MARGIN_S  # the engine's deadline is for the last token
         if deadline_s <= 0:
