@@ -220,6 +220,31 @@ DEAL_BUY_EN = _inputs(
     ],
 )
 
+NO_DEAL_YET_EN = _inputs(
+    "en",
+    "WAIT",
+    [
+        (
+            "no_deal_yet",
+            "wait",
+            "Not a deal at $300.00; a deal here is $270.00 or less (10% under its 90-day "
+            "average of $300.00).",
+        ),
+        ("near_90d_avg", "info", "Today's price is close to its 90-day average of $300.00."),
+    ],
+)
+NO_DEAL_YET_ZH = _inputs(
+    "zh",
+    "WAIT",
+    [
+        (
+            "no_deal_yet",
+            "wait",
+            "当前价US$300.00还不是优惠价，这里的优惠价是US$270.00或更低（比90天均价US$300.00低10%）。",
+        ),
+    ],
+)
+
 SALE_EVENT_EN = _inputs(
     "en",
     "WAIT",
@@ -849,6 +874,12 @@ REFUSED = [
     # the deal rule's reasons are named by their prices like every other reason
     ("Better to wait because it is not a deal yet for this product.", DEAL_WAIT_EN, "specific",
      "not_specific"),
+    # a fair-price WAIT names the price at which it turns BUY, not its average
+    ("Better to wait because it is close to its 90-day average of $300.00. Wait for a dip "
+     "below $300.00.", NO_DEAL_YET_EN, "specific", "not_specific"),
+    ("建议再等等，因为当前价US$300.00还不是优惠价。", NO_DEAL_YET_ZH, "specific", "not_specific"),
+    ("Better to wait because at $300.00 it is cheap.", NO_DEAL_YET_EN, "faithful",
+     "wrong_direction"),
     ("Worth buying now because it is a deal for this product today.", DEAL_BUY_EN, "specific",
      "not_specific"),
     # a number of the reasons called today's price when a reason gives another
@@ -889,6 +920,15 @@ REFUSED = [
      "false_comparison"),
     ("值得现在买，因为现价$242.20距历史最低价$241.89仅高0.1%，还是偏贵。", BUY_ZH, "faithful",
      "wrong_direction"),
+    # a BUY that calls its price ordinary, in a fair-price WAIT's words (served 2026-12-07)
+    ("Worth buying now because at 14.2% below its 90-day average of $351.45, the price is "
+     "ordinary. Go ahead and buy it if you need it.",
+     _inputs("en", "BUY", [("below_90d_avg", "buy",
+                            "It is 14.2% below its 90-day average of $351.45.")]),
+     "faithful", "wrong_direction"),
+    ("值得现在买，因为比90天均价$351.45低14.2%，但还不是优惠价。",
+     _inputs("zh", "BUY", [("below_90d_avg", "buy", "比90天均价$351.45低14.2%。")]),
+     "faithful", "wrong_direction"),
     # the sale's days said twice in other forms, or 再过 with no span (served 2026-12-03)
     ("建议再等等，因为15天后Christmas Sale将在15天再买，价格会降到US$595.55。", SALE_15_ZH,
      "fluent", "repeated_clause"),
@@ -996,6 +1036,17 @@ ACCEPTED = [
         "Better to wait because at $300.00 it is not a deal yet: a deal here is $285.00 or "
         "less. Wait until it drops to $285.00; I can alert you.",
         DEAL_WAIT_EN,
+    ),
+    (
+        "Better to wait because at $300.00 it is not a deal yet: a deal here is $270.00 or "
+        "less, 10% under its 90-day average of $300.00. Wait until it drops to $270.00 or "
+        "less; I can alert you when it does.",
+        NO_DEAL_YET_EN,
+    ),
+    (
+        "建议再等等，因为当前价US$300.00还不是优惠价，这里的优惠价是US$270.00或更低。"
+        "等降到US$270.00或更低再买，我可以帮你盯着价格。",
+        NO_DEAL_YET_ZH,
     ),
     (
         "Worth buying now because at $270.00 it is a deal, 5% or more under its 90-day "

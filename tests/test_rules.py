@@ -66,6 +66,40 @@ def test_neutral_price_and_average_rating_is_a_low_confidence_wait() -> None:
     assert "near_90d_avg" in {r.code for r in verdict.reasons}
 
 
+def test_a_fair_price_wait_names_the_price_at_which_it_turns_buy() -> None:
+    verdict = decide_verdict(neutral())
+    lead = verdict.reasons[0]
+    assert lead.code == "no_deal_yet" and lead.polarity is Polarity.WAIT
+    assert lead.numbers["deal_price"] == 270.0 and lead.numbers["current"] == 300.0
+    assert lead.text == (
+        "Not a deal at $300.00; a deal here is $270.00 or less (10% under its 90-day "
+        "average of $300.00)."
+    )
+    at_the_deal = decide_verdict(neutral(current_price=270.0, windows=with_avg90(300.0)))
+    assert at_the_deal.kind is VerdictKind.BUY
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("zh", "当前价US$300.00还不是优惠价，这里的优惠价是US$270.00或更低"
+               "（比90天均价US$300.00低10%）。"),
+        ("ja", "現在の$300.00はまだお得な価格ではありません。"
+               "お得な価格は$270.00以下（90日平均$300.00より10%安い）です。"),
+    ],
+)  # fmt: skip
+def test_the_price_at_which_it_turns_buy_in_other_languages(language: str, text: str) -> None:
+    assert decide_verdict(neutral(), language).reasons[0].text == text
+
+
+def test_a_wait_with_its_own_reason_gets_no_deal_price_beside_it() -> None:
+    high = decide_verdict(neutral(current_price=340.0, percentile_90d=85.0))
+    assert high.kind is VerdictKind.WAIT
+    assert "no_deal_yet" not in {r.code for r in high.reasons}
+    buy = decide_verdict(neutral(current_price=265.0, percentile_90d=10.0))
+    assert "no_deal_yet" not in {r.code for r in buy.reasons}
+
+
 def test_neutral_price_but_well_rated_is_a_buy() -> None:
     sheet = neutral(
         rating=make_rating(

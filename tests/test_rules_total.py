@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from worthit.decide.rules import decide_verdict
-from worthit.decide.verdict import VerdictKind
+from worthit.decide.verdict import Polarity, VerdictKind
 from worthit.explain.guard import allowed_numbers
 from worthit.explain.inputs import ExplanationInputs
 from worthit.explain.templates import template_explanation
@@ -92,6 +92,10 @@ def test_no_accepted_history_makes_a_rule_raise(
                 assert sheet is not None
                 verdict = decide_verdict(sheet, language, budget=budget)
                 assert verdict.kind in VerdictKind
+                window = sheet.window(90)
+                if verdict.kind is VerdictKind.WAIT and window is not None and window.avg:
+                    # a WAIT on a price history says what it waits for
+                    assert any(r.polarity is Polarity.WAIT for r in verdict.reasons)
                 assert template_explanation(verdict, sheet)
                 ExplanationInputs.of(sheet.title, verdict, sheet.currency)
                 allowed_numbers(sheet, verdict)

@@ -166,6 +166,10 @@ _EN: dict[str, str] = {
         "Not a deal yet at {current}: a deal here is {deal_price} or less ({deal_pct}% under "
         "its 90-day average of {avg90}). There is no forecast for it yet, so wait for one."
     ),
+    "no_deal_yet": (
+        "Not a deal at {current}; a deal here is {deal_price} or less ({deal_pct}% under its "
+        "90-day average of {avg90})."
+    ),
 }
 
 _ZH: dict[str, str] = {
@@ -284,6 +288,9 @@ _ZH: dict[str, str] = {
     "deal_wait": (
         "当前价{current}还不是优惠价：这里的优惠价是{deal_price}或更低（比90天均价{avg90}低"
         "{deal_pct}%）。目前还没有它的价格预测，建议等到优惠价再买。"
+    ),
+    "no_deal_yet": (
+        "当前价{current}还不是优惠价，这里的优惠价是{deal_price}或更低（比90天均价{avg90}低{deal_pct}%）。"
     ),
 }
 
@@ -427,6 +434,10 @@ _JA: dict[str, str] = {
         "現在の{current}はまだお得な価格ではありません：お得な価格は{deal_price}以下"
         "（90日平均{avg90}より{deal_pct}%安い）です。まだ価格予測がないため、お得な価格まで"
         "待つのがおすすめです。"
+    ),
+    "no_deal_yet": (
+        "現在の{current}はまだお得な価格ではありません。お得な価格は{deal_price}以下"
+        "（90日平均{avg90}より{deal_pct}%安い）です。"
     ),
 }
 

@@ -755,6 +755,8 @@ def decide_verdict(
             _deal(r)
     stale = _freshness(r, t)
     kind, confidence = _choose(r.items, priced, sheet, t)
+    if kind is VerdictKind.WAIT and priced:
+        _no_deal_yet(r, t)
     if stale:
         confidence = _clamp(confidence * t.stale_confidence)
     return Verdict(
@@ -845,6 +847,36 @@ def _deal(r: _Reasons) -> None:
         r.add("deal_buy", Polarity.BUY, numbers, shown)
     else:
         r.add("deal_wait", Polarity.WAIT, numbers, shown)
+
+
+def _no_deal_yet(r: _Reasons, t: Thresholds) -> None:
+    """A WAIT that no reason asks for (a fair price, nothing pointing either way) still
+    says what to wait for: the price at which these rules turn BUY, `delta_90d_pct` under
+    the 90-day average (`_average_delta`'s below-average reason). Added once the verdict is
+    chosen and weighing nothing, it words the verdict and never makes it; without it such a
+    WAIT led with stock left, a distrusted "was" price, or nothing at all."""
+    if any(x.polarity is Polarity.WAIT for x in r.items):
+        return
+    s = r.sheet
+    paid, window = _paid(s), s.window(90)
+    if paid is None or window is None or window.avg is None:
+        return
+    deal = (1 - t.delta_90d_pct / 100) * window.avg
+    if paid <= deal:
+        return
+    numbers: dict[str, float | int | str] = {
+        "current": paid,
+        "deal_price": round(deal, 2),
+        "avg90": window.avg,
+        "deal_pct": t.delta_90d_pct,
+    }
+    shown: dict[str, object] = {
+        "current": r.money(paid),
+        "deal_price": r.money(deal),
+        "avg90": r.money(window.avg),
+        "deal_pct": number(t.delta_90d_pct),
+    }
+    r.add("no_deal_yet", Polarity.WAIT, numbers, shown)
 
 
 def _score(reasons: list[Reason], polarity: Polarity) -> float:

@@ -184,6 +184,7 @@ _DEFAULT_POLARITY: dict[str, Polarity] = {
             "pre_sale_hike",
             "forecast_wait",
             "deal_wait",
+            "no_deal_yet",
         ),
         Polarity.WAIT,
     ),
@@ -337,6 +338,7 @@ _KEY_SLOTS: dict[str, tuple[str, ...]] = {
     "forecast_deal": ("current", "deal_price"),
     "deal_buy": ("current", "deal_price", "avg90"),
     "deal_wait": ("deal_price", "current"),
+    "no_deal_yet": ("deal_price",),
     "low_stock": ("quantity",),
     "few_observations": ("observations", "min_observations"),
     "stale_price": ("age", "last_price_at"),
@@ -632,8 +634,8 @@ _NOT_CHEAP = _Cue(
     re.compile(r"\bnot (?:that |so |very )?cheap\b|不算便宜|并不便宜|不便宜"),
     _PRICE_LEVEL
     | {
-        "near_90d_avg", "deal_wait", "forecast_wait", "fake_discount", "was_price_untrusted",
-        "upcoming_sale", "sale_event",
+        "near_90d_avg", "deal_wait", "no_deal_yet", "forecast_wait", "fake_discount",
+        "was_price_untrusted", "upcoming_sale", "sale_event",
     },
 )  # fmt: skip
 """Today's price called no bargain: also true of a price only at its average, short of a
@@ -645,6 +647,17 @@ inputs invents it ("价格接近90天均价US$352.71，现在下不了单" for a
 
 _PRICEY = _Cue("pricey", _EXPENSIVE.pattern)
 """A BUY that calls its own price high ("正处于历史最低价，还是偏贵"); a WAIT may say it."""
+_ORDINARY = _Cue(
+    "ordinary_price",
+    re.compile(
+        r"\bordinary\b|\bnothing special\b|\bnot (?:yet )?(?:a|one) (?:good |real )?deal\b"
+        r"|\bnot a low (?:one|price)\b|不是优惠价|不算优惠|算不上低价|没有明显优惠|还没到优惠价"
+        r"|お得な価格ではありません"
+    ),
+)
+"""A BUY that calls its price ordinary or no deal ("…10.5% below its 90-day average of
+$120.04, the price is ordinary"): a price reason that says buy says the price is low; a
+WAIT's words for a fair price do not belong to it."""
 _BESIDE_THE_DATA = _Cue(
     "not_about_the_data",
     re.compile(r"\bin stock\b|\bonly needs? (?:\d|at least)|\bafter buying\b|库存|在庫"),
@@ -653,7 +666,7 @@ _BESIDE_THE_DATA = _Cue(
 there are only 3 left in stock and only 8 price observations"), nor is a purchase, and
 "it only needs 10" turns the minimum round."""
 _FORBIDDEN: dict[VerdictKind, tuple[_Cue, ...]] = {
-    VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER, _BELITTLED, _PRICEY),
+    VerdictKind.BUY: (_WAIT, _NEGATIVE, _WHEN_LOWER, _BELITTLED, _PRICEY, _ORDINARY),
     VerdictKind.WAIT: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _DEAL_NOW),
     VerdictKind.SKIP: (_CHEAP, _DROPPED, _BUY_NOW, _PRAISE, _DEAL_NOW),
     VerdictKind.INSUFFICIENT_DATA: (_CHEAP, _DROPPED, _BUY_NOW, _NEGATIVE, _BESIDE_THE_DATA),
