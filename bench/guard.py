@@ -33,8 +33,12 @@ from worthit.engine.model_files import resolve_lora_path, resolve_model_path
 from worthit.engine.runner import LlamaRunner
 from worthit.engine.weights import weights_for
 from worthit.explain.adapter import bundled_adapter_path
+from worthit.explain.templates import leading_reasons
 from worthit.market.store import MarketStore
 from worthit.service.build import build_answerer
+
+Pair = tuple[str, str, str, tuple[str, ...], Generated]
+"""A written pair: product, language, verdict, its leading reasons, what the model wrote."""
 
 
 def main() -> None:
@@ -52,6 +56,13 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--samples", type=Path, default=None, help="write each pair here")
+    parser.add_argument(
+        "--lead",
+        default=None,
+        metavar="CODE",
+        help="draw only products whose verdict's first reason has this code (one reason's "
+        "wording measured on its own)",
+    )
     args = parser.parse_args()
     if not Path(args.db).exists():
         print("building the demo market …", file=sys.stderr)
@@ -67,19 +78,21 @@ def main() -> None:
     report(results, args)
 
 
-async def write_all(
-    answerer: Answerer, engine: Engine, args: argparse.Namespace
-) -> list[tuple[str, str, str, Generated]]:
+async def write_all(answerer: Answerer, engine: Engine, args: argparse.Namespace) -> list[Pair]:
     rng = random.Random(args.seed)
     ranked = answerer.decider.rankings.top(None, "sales", 7, 10_000)
     skus = [item.sku for item in ranked]
+    if args.lead:
+        skus = [sku for sku in skus if _lead_code(answerer, sku) == args.lead]
+        if not skus:
+            raise SystemExit(f"no product's verdict leads with {args.lead!r}")
     weights = [1.0 / (rank + 1) for rank in range(len(skus))]
     pairs = [(rng.choices(skus, weights)[0], "zh" if i % 4 == 3 else "en")
              for i in range(args.pairs)]  # fmt: skip
     gate = asyncio.Semaphore(args.parallel)
     done = 0
 
-    async def one(sku: str, language: str) -> tuple[str, str, str, Generated]:
+    async def one(sku: str, language: str) -> Pair:
         nonlocal done
         decision = answerer.decider.decide(QUESTIONS[language], sku=sku, language=language)
         assert decision.sheet is not None and decision.verdict is not None
@@ -88,12 +101,18 @@ async def write_all(
         done += 1
         kept = "kept" if generated.explanation else "failed"
         print(f"{done:4d} {kept} after {generated.tries} {language} {sku}", file=sys.stderr)
-        return sku, language, decision.verdict.kind.value, generated
+        reasons = tuple(r.text for r in leading_reasons(decision.verdict))
+        return sku, language, decision.verdict.kind.value, reasons, generated
 
     return await asyncio.gather(*(one(sku, language) for sku, language in pairs))
 
 
-def report(results: list[tuple[str, str, str, Generated]], args: argparse.Namespace) -> None:
+def _lead_code(answerer: Answerer, sku: str) -> str | None:
+    verdict = answerer.decider.decide(QUESTIONS["en"], sku=sku, language="en").verdict
+    return verdict.reasons[0].code if verdict is not None and verdict.reasons else None
+
+
+def report(results: list[Pair], args: argparse.Namespace) -> None:
     n = len(results)
     first = sum(1 for *_, g in results if g.explanation is not None and g.tries == 1)
     kept = sum(1 for *_, g in results if g.explanation is not None)
@@ -110,7 +129,7 @@ def report(results: list[tuple[str, str, str, Generated]], args: argparse.Namesp
     for outcome, count in refusals.most_common():
         print(f"  {outcome:22s} {count:4d}")
     for language in ("en", "zh"):
-        mine = [g for _, lang, _, g in results if lang == language]
+        mine = [g for _, lang, *_, g in results if lang == language]
         greedy = sum(1 for g in mine if g.explanation is not None and g.tries == 1)
         best = sum(1 for g in mine if g.explanation is not None)
         print(
@@ -121,10 +140,10 @@ def report(results: list[tuple[str, str, str, Generated]], args: argparse.Namesp
     if args.samples:
         args.samples.write_text(
             "".join(
-                json.dumps({"sku": sku, "language": lang, "verdict": verdict,
+                json.dumps({"sku": sku, "language": lang, "verdict": verdict, "reasons": reasons,
                             "kept": g.explanation.text if g.explanation else None,
                             "tries": g.tries, "refused": g.outcomes}, ensure_ascii=False) + "\n"
-                for sku, lang, verdict, g in results
+                for sku, lang, verdict, reasons, g in results
             )
         )  # fmt: skip
 

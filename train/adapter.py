@@ -25,7 +25,7 @@ import transformers
 
 from worthit.engine.model_files import resolve_model_path
 
-from .examples import PromptTokenizer, file_sha256, load_examples
+from .examples import PromptTokenizer, file_sha256, focused, load_examples
 from .export import convert, converter_dir, llama_cpp_python_version, write_base_config
 from .from_gguf import outtype_of, peft_from_gguf, same_adapter
 from .lora import (
@@ -65,6 +65,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "build/adapter/peft) or a GGUF this command wrote (e.g. the shipped "
                         "src/worthit/explain/adapters/explain-lora.gguf); its rank and targets "
                         "are kept; pass another --seed for new batches")
+    parser.add_argument("--focus", default=None, metavar="CODE[,CODE]",
+                        help="train on the lines whose leading reasons include one of these "
+                        "codes and as many other lines drawn at random (--seed): for a "
+                        "resumed run after a reason code is added")
     parser.add_argument("--limit", type=int, default=None,
                         help="train on the first N examples only (speed checks)")
     parser.add_argument("--epochs", type=float, default=defaults.epochs)
@@ -99,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     tokenizer = PromptTokenizer(model_path)
     examples = load_examples(args.train, tokenizer)[: args.limit]
+    if args.focus:
+        examples = focused(examples, frozenset(args.focus.split(",")), args.seed)
     if not examples:
         log(f"no examples in {args.train}")
         return 1
@@ -199,6 +205,7 @@ def build_manifest(
             "examples": len(examples),
             "languages": languages,
             "limit": args.limit,
+            "focus": args.focus,
         },
         "resumed_from": resumed or (str(args.resume) if args.resume else None),
         "lora": {"rank": config.rank, "alpha": config.alpha, "dropout": config.dropout,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,14 @@ def example_of(record: dict[str, Any], tokenizer: PromptTokenizer) -> Example:
 
 def load_examples(path: Path, tokenizer: PromptTokenizer) -> list[Example]:
     return [example_of(record, tokenizer) for record in read_jsonl(path)]
+
+
+def focused(examples: list[Example], codes: frozenset[str], seed: int) -> list[Example]:
+    """The lines whose leading reasons include one of `codes`, with as many other lines
+    drawn at random: a resumed run teaches a new reason code within the minutes it has
+    (a fraction of an epoch of the whole file would show it a few dozen times) and
+    rehearses the rest, so what the adapter already writes well is not forgotten."""
+    chosen = [e for e in examples if codes & set(e.codes)]
+    others = [e for e in examples if not codes & set(e.codes)]
+    rehearsed = random.Random(seed).sample(others, min(len(others), len(chosen)))
+    return chosen + rehearsed

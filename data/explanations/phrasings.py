@@ -137,6 +137,14 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
             "after only {days_tracked} days of tracking, its all-time low of {low} is not "
             "yet reliable",
         ),
+        "no_deal_yet": (
+            "at {current} it is not a deal yet: a deal here is {deal_price} or less, "
+            "{deal_pct}% under its 90-day average of {avg90}",
+            "{current} is not a deal here; a deal is {deal_price} or less",
+            "a deal here is {deal_price} or less ({deal_pct}% under its 90-day average), and "
+            "{current} is not one yet",
+            "{current} is not a deal yet; it is one at {deal_price} or less",
+        ),
         "near_90d_avg": (
             "the price is close to its 90-day average of {avg90}, so it is not a low price today",
             "at about its 90-day average of {avg90}, today's price is nothing special",
@@ -309,6 +317,12 @@ LEAD: dict[str, dict[str, tuple[str, ...]]] = {
         "low_not_established": (
             "只跟踪了{days_tracked}天，历史最低价{low}还不可靠",
             "才跟踪{days_tracked}天，历史最低价{low}还不能作为参考",
+        ),
+        "no_deal_yet": (
+            "当前价{current}还不是优惠价，这里的优惠价是{deal_price}或更低",
+            "现价{current}还不是优惠价，降到{deal_price}或更低（比90天均价{avg90}低{deal_pct}%）"
+            "才是",
+            "现价{current}还不是优惠价，降到{deal_price}或更低才是优惠价",
         ),
         "near_90d_avg": (
             "价格接近90天均价{avg90}，并不算便宜",
@@ -554,6 +568,11 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
             "Wait until it is back near {raised_from}; I can alert you when it drops.",
             "Hold off for now; I can watch the price for you.",
         ),
+        "WAIT:no_deal_yet": (
+            "Wait until it drops to {deal_price}; I can alert you when it does.",
+            "I can watch the price and tell you when it drops to {deal_price}.",
+            "Hold off for now; I can alert you when it comes down to {deal_price}.",
+        ),
         "WAIT:near_90d_avg": (
             "Wait for a dip below {avg90}; I can alert you when it comes.",
             "Hold off until it drops below {avg90}; I can watch the price for you.",
@@ -662,6 +681,10 @@ ADVICE: dict[str, dict[str, tuple[str, ...]]] = {
         "WAIT:pre_sale_hike": (
             "等价格回到{raised_from}附近再买，我可以提醒你。",
             "先别急，我可以帮你盯着价格。",
+        ),
+        "WAIT:no_deal_yet": (
+            "等降到{deal_price}或更低再买，我可以帮你盯着价格。",
+            "建议等到{deal_price}或更低再入手，降到时我可以提醒你。",
         ),
         "WAIT:near_90d_avg": (
             "等价格低于{avg90}再买，降价时我可以提醒你。",
