@@ -244,6 +244,12 @@ def test_top_n_count(question: str, n: int | None) -> None:
         ("keyboards under 20 ms latency", None),
         ("500克以内的耳机", None),
         ("不超过2公斤的笔记本", None),
+        # a resolution in a product's name is not a price either
+        ("Is the Lumina 55U7 Max 4K Smart TV worth buying?", None),
+        ("TVs under 4K UHD", None),
+        ("best TVs under 4k", 4000.0),
+        ("monitors max 4k dollars", 4000.0),
+        ("an OLED TV under 500 OLED", 500.0),
     ],
 )
 def test_budget(question: str, budget: float | None) -> None:
@@ -320,7 +326,7 @@ _QUESTIONS = st.one_of(
 
 def _assert_valid(intent: Intent, question: str) -> None:
     assert isinstance(intent.kind, IntentKind)
-    assert intent.language in ("en", "zh")
+    assert intent.language in ("en", "zh", "ja")
     assert intent.raw == question
     assert intent.category is None or intent.category in BY_KEY
     assert intent.metric in (None, "sales", "rating")

@@ -163,13 +163,18 @@ _UNITS_EN = (
     r"|metres?|ft|feet|w|watts?|kw|mah|ah|v|volts?|hz|khz|ghz|gb|tb|mb|mp|fps|ms|ml|l|litres?"
     r"|liters?|db|dpi|rpm|cores?|keys?"
 )
+# "4K" before a screen word is a resolution, not 4,000: "Lumina 55U7 Max 4K Smart TV" names
+# a product, and its "Max 4K" is no budget.
+_RESOLUTION_EN = r"uhd|hdr\d*|smart|tvs?|oled|qled|led|monitors?|displays?|screens?|projectors?"
 _UNITS_ZH = r"寸|英寸|克|千克|公斤|斤|瓦|毫安|伏|赫兹|毫米|厘米|米|升|毫升|核|键"
 _BUDGET_EN = (
     r"(?:\b(?:under|below|less\s+than|cheaper\s+than|no\s+more\s+than|not\s+more\s+than"
     r"|at\s+most|max(?:imum)?|up\s+to|within|budget(?:\s+(?:is|of))?)|<=?)"
     rf"\s*(?:us\s*)?[$¥]?\s*{_MONEY}(?:\s*(?:dollars?|usd|bucks|rmb|yuan)\b)?"
     r"(?!\s*(?:days?|weeks?|months?|years?|hours?|%|percent|stars?)\b)"
-    rf"(?![\s-]*(?:{_UNITS_EN})\b)(?!\s*[\"”″'])",
+    rf"(?![\s-]*(?:{_UNITS_EN})\b)"
+    rf"(?!(?<=[0-9][kK])[\s-]*(?:{_RESOLUTION_EN})\b)(?![kK][\s-]*(?:{_RESOLUTION_EN})\b)"
+    r"(?!\s*[\"”″'])",
 )
 _BUDGET_ZH = (
     r"(?:预算|不超过|不高于|不到|低于|少于|小于|最多|顶多|控制在)\s*(?:是|为|在|:)?\s*[$¥]?\s*"
