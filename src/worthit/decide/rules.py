@@ -826,27 +826,40 @@ def _deal(r: _Reasons) -> None:
     Not where another reason says wait or skip for what the history cannot show."""
     if any(x.code in _HARD_WAITS or x.polarity is Polarity.SKIP for x in r.items):
         return
+    terms = _deal_terms(r, DEAL_SHARE)
+    if terms is None:
+        return
+    paid, deal, numbers, shown = terms
+    if paid <= deal:
+        r.add("deal_buy", Polarity.BUY, numbers, shown)
+    else:
+        r.add("deal_wait", Polarity.WAIT, numbers, shown)
+
+
+def _deal_terms(
+    r: _Reasons, share: float
+) -> tuple[float, float, dict[str, float | int | str], dict[str, object]] | None:
+    """What one unit costs now against a deal at `share` of its 90-day average, with the
+    numbers and shown values a deal reason's sentence takes; None without a 90-day
+    average."""
     s = r.sheet
     paid, window = _paid(s), s.window(90)
     if paid is None or window is None or window.avg is None:
-        return
-    deal = DEAL_SHARE * window.avg
+        return None
+    deal = share * window.avg
     numbers: dict[str, float | int | str] = {
         "current": paid,
         "deal_price": round(deal, 2),
         "avg90": window.avg,
-        "deal_pct": round(100 * (1 - DEAL_SHARE), 1),
+        "deal_pct": round(100 * (1 - share), 1),
     }
     shown: dict[str, object] = {
         "current": r.money(paid),
         "deal_price": r.money(deal),
         "avg90": r.money(window.avg),
-        "deal_pct": number(100 * (1 - DEAL_SHARE)),
+        "deal_pct": number(100 * (1 - share)),
     }
-    if paid <= deal:
-        r.add("deal_buy", Polarity.BUY, numbers, shown)
-    else:
-        r.add("deal_wait", Polarity.WAIT, numbers, shown)
+    return paid, deal, numbers, shown
 
 
 def _no_deal_yet(r: _Reasons, t: Thresholds) -> None:
@@ -857,26 +870,9 @@ def _no_deal_yet(r: _Reasons, t: Thresholds) -> None:
     WAIT led with stock left, a distrusted "was" price, or nothing at all."""
     if any(x.polarity is Polarity.WAIT for x in r.items):
         return
-    s = r.sheet
-    paid, window = _paid(s), s.window(90)
-    if paid is None or window is None or window.avg is None:
-        return
-    deal = (1 - t.delta_90d_pct / 100) * window.avg
-    if paid <= deal:
-        return
-    numbers: dict[str, float | int | str] = {
-        "current": paid,
-        "deal_price": round(deal, 2),
-        "avg90": window.avg,
-        "deal_pct": t.delta_90d_pct,
-    }
-    shown: dict[str, object] = {
-        "current": r.money(paid),
-        "deal_price": r.money(deal),
-        "avg90": r.money(window.avg),
-        "deal_pct": number(t.delta_90d_pct),
-    }
-    r.add("no_deal_yet", Polarity.WAIT, numbers, shown)
+    terms = _deal_terms(r, 1 - t.delta_90d_pct / 100)
+    if terms is not None and terms[0] > terms[1]:
+        r.add("no_deal_yet", Polarity.WAIT, terms[2], terms[3])
 
 
 def _score(reasons: list[Reason], polarity: Polarity) -> float:
