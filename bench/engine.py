@@ -19,6 +19,13 @@ the same OpenAI-compatible streaming protocol:
 * ``llama_cpp``    ``python -m llama_cpp.server`` (needs the [server] extras; put them
   on PYTHONPATH with ``--anchor-pythonpath``)
 
+The targets are started together and take turns, rate by rate (each target's first rate
+is still the first traffic it sees after start): a target runs while the others are
+stopped (SIGSTOP), so none of them uses a core during another's run, and a slow spell
+of the machine, which on a shared 2-core host can last minutes and slow every step by
+half, falls on neighbouring runs of every target rather than on one target's whole
+sweep.
+
 Workload: Poisson arrivals at each rate (open loop: latency counts from the scheduled
 send time, not from when a client got round to sending), shopping questions about
 Zipf-distributed products, so product-fact system prompts repeat as in real traffic;
@@ -38,6 +45,7 @@ import math
 import os
 import random
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -363,19 +371,28 @@ def main() -> None:
         for target, figures in single.items():
             report.setdefault(target, {})["single"] = figures
             print(json.dumps({"target": target, "single_stream": figures}), flush=True)
-    for target in targets:
-        port = free_port()
-        proc = start_target(target, args, model, port)
-        try:
-            for rate in rates:
-                results = asyncio.run(run_rate(port, rate, args, target))
+    ports = {t: free_port() for t in targets}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for target in targets:
+            procs[target] = start_target(target, args, model, ports[target])
+            procs[target].send_signal(signal.SIGSTOP)
+        for rate in rates:
+            for target in targets:
+                procs[target].send_signal(signal.SIGCONT)
+                time.sleep(1.0)
+                try:
+                    results = asyncio.run(run_rate(ports[target], rate, args, target))
+                finally:
+                    procs[target].send_signal(signal.SIGSTOP)
                 summary = summarise(results, args.duration)
                 summary["raw"] = [vars(r) for r in results]
                 report.setdefault(target, {})[str(rate)] = summary
                 shown = {k: v for k, v in summary.items() if k != "raw"}
                 print(json.dumps({"target": target, "rate": rate, **shown}), flush=True)
-                time.sleep(1.0)
-        finally:
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGCONT)
             proc.terminate()
             proc.wait(timeout=30)
     if args.out:

@@ -58,3 +58,39 @@ def test_same_sized_prefill_steps_cannot_correct_a_stale_overhead_a_probe_can():
         model.observe(1, line(0.01, 0.003, 1), decode_only=True)
         model.observe(64, line(0.01, 0.003, 64))
     assert model.predict(1) < 0.02  # from 0.2, within 20 probes
+
+
+def three(a: float, b: float, c: float, n: int, sampled: int) -> float:
+    return a + b * n + c * sampled
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    a=st.floats(0.001, 0.02),
+    b=st.floats(0.0005, 0.005),
+    share=st.floats(0.0, 1.5),
+    slower=st.floats(0.6, 2.0),
+)
+def test_decode_steps_pay_a_sampled_row_each_and_follow_a_slower_machine(
+    a: float, b: float, share: float, slower: float
+) -> None:
+    """Calibrated once, the model prices a step of n decoding sequences at n sampled rows
+    and a prompt chunk at one; when the machine then runs `slower` times as fast, the
+    steps it observes carry all three coefficients along (the per-sample cost as its
+    share of the per-token cost)."""
+    c = share * b
+    model = StepTimeModel()
+    model.remeasure(
+        (1, three(a, b, c, 1, 0)), (64, three(a, b, c, 64, 0)), (1, three(a, b, c, 1, 1))
+    )
+    assert model.predict(4) == pytest.approx(three(a, b, c, 4, 4))
+    assert model.predict(64, sampled=1) == pytest.approx(three(a, b, c, 64, 1))
+    assert model.decoders_within(three(a, b, c, 3, 3) + 1e-9) == 3
+    k = slower
+    for i in range(400):
+        n = (1, 2, 3, 64, 96)[i % 5]
+        rows = n if n < 8 else 1
+        model.observe(n, k * three(a, b, c, n, rows), rows, decode_only=n < 8)
+    for n, rows in ((1, 1), (2, 2), (6, 6), (100, 1), (100, 3)):
+        expected = k * three(a, b, c, n, rows)
+        assert model.predict(n, sampled=rows) == pytest.approx(expected, rel=0.05)

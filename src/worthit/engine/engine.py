@@ -489,7 +489,9 @@ class Engine:
     def _idle(self) -> None:
         if not self._wake.wait(IDLE_PROBE_S):
             self.calibration.reprobe_if_stale()
-            self.calibration.recalibrate_if_refused(self.admission.refused_for_time)
+            self.calibration.recalibrate_if_refused(
+                self.admission.refused_for_time, self._wake.is_set
+            )
         self._wake.clear()
         self._interactive_seen = time.monotonic()
 

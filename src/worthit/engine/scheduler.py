@@ -208,7 +208,8 @@ class Scheduler:
         if plan.chunks:
             n_prefill = plan.num_tokens - plan.n_decode
             model = self.background_model if plan.background else self.model
-            model.observe(plan.num_tokens, step_s, decode_only=n_prefill == 0)
+            rows = sum(1 for chunk in plan.chunks if chunk.sample)
+            model.observe(plan.num_tokens, step_s, rows, decode_only=n_prefill == 0)
         for chunk in plan.chunks:
             seq = chunk.seq
             if seq.status is not Status.RUNNING or seq.seq_id != chunk.seq_id:
@@ -396,7 +397,7 @@ class Scheduler:
             return self.model.predict(len(self.running))
         decoding = sum(1 for s in self.running if s.pending == 1)
         chunk = min(prefill, self.estimator.prefill_per_step(budget.tpot_s, decoding))
-        return self.model.predict(len(self.running) + chunk)
+        return self.model.predict(len(self.running) + chunk, sampled=decoding + 1)
 
     def _expire(self, now: float, budget: StepBudget) -> None:
         """Finish the waiting requests that can no longer make their deadline, by the

@@ -81,7 +81,7 @@ class Estimator:
         if decoding == 0:
             fit_idle = self.model.tokens_within(config.max_step_s)
             return min(config.max_batch_tokens, max(config.min_prefill_chunk, fit_idle))
-        fit = self.model.tokens_within(tpot_s) - decoding
+        fit = self.model.tokens_within(tpot_s, sampled=decoding + 1) - decoding
         return max(config.min_prefill_chunk, min(fit, config.max_batch_tokens - decoding))
 
     def first_token_s(
@@ -94,7 +94,8 @@ class Estimator:
         per_step = self.prefill_per_step(budget.tpot_s, budget.decoding)
         steps = math.ceil(work / per_step)
         step_tokens = min(self.config.max_batch_tokens, budget.running + min(work, per_step))
-        return steps * self.model.predict(step_tokens)
+        chunk_s = self.model.predict(step_tokens, sampled=budget.decoding)
+        return steps * chunk_s + self.model.per_sample_s  # the prompt's last row is sampled
 
     def needed_s(
         self,

@@ -1,8 +1,16 @@
 """What a step costs, learned online, and the batch window it implies.
 
-A llama_decode step on a CPU costs about ``overhead + per_token * n_tokens``, whether
-the tokens are decode tokens or prefill tokens (both are one row through every matmul).
-The two coefficients are learned as two coupled EWMAs rather than by regression:
+A llama_decode step on a CPU costs about ``overhead + per_token * n_tokens + per_sample *
+n_sampled``. Every token is one row through the layers' matmuls, decode and prompt tokens
+alike; a sampled row (a decoding sequence's token, a prompt's last) also goes through the
+output matmul, 576 x 49,152 weights for SmolLM2-135M. On a 2-core EPYC, 2 threads, that
+is 2.1-3.1 ms a row beside 2.7 ms a token, so two sequences decoding take 15.5-17 ms a
+step where one coefficient fitted to prompts and single decodes says 11.3: a request
+joining a running answer would be priced under its cost by a quarter of its decode
+time. The per-sample cost is measured at calibration as a share of the per-token cost
+and kept at that share, both being weights streamed through the same cores, which a
+slow spell of the machine slows alike. The other two coefficients are learned as two
+coupled EWMAs rather than by regression:
 small steps (decode) say what a step costs beyond its tokens, large steps (prefill
 chunks) what each token costs beyond the overhead. A least-squares fit with forgetting
 went wrong in the way that mattered: after a run of same-sized prefill chunks (prefix
@@ -26,11 +34,16 @@ overhead."""
 
 
 class StepTimeModel:
-    def __init__(self, overhead_s: float = 0.008, per_token_s: float = 0.004) -> None:
+    def __init__(
+        self, overhead_s: float = 0.008, per_token_s: float = 0.004, sample_share: float = 0.0
+    ) -> None:
+        """`sample_share`: a sampled row's extra cost as a share of a token's (0 until a
+        calibration measures it)."""
         self._lock = threading.Lock()
         self.overhead_s = overhead_s
         self.per_token_s = per_token_s
-        self.step_ewma_s = overhead_s + per_token_s
+        self.sample_share = sample_share
+        self.step_ewma_s = self.predict(1)
         self.decode_step_ewma_s = self.step_ewma_s
         self.sentence_tokens = SENTENCE_TOKENS_PRIOR
         self.large_steps_since_small = 0
@@ -38,33 +51,55 @@ class StepTimeModel:
         not 0 the engine re-probes (prefill-only traffic cannot tell overhead from
         per-token cost)."""
 
-    def observe(self, n_tokens: int, seconds: float, decode_only: bool = False) -> None:
+    @property
+    def per_sample_s(self) -> float:
+        """What a sampled row costs on top of its token: the output matmul and the draw."""
+        return self.sample_share * self.per_token_s
+
+    def observe(
+        self, n_tokens: int, seconds: float, sampled: int | None = None, decode_only: bool = False
+    ) -> None:
+        """A step of `n_tokens` took `seconds`; `sampled` of its rows were sampled (None:
+        all of them, a decode step)."""
         with self._lock:
             n = max(1, n_tokens)
+            rows = n if sampled is None else sampled
             if n >= LARGE_STEP_TOKENS:
-                per_token = max(1e-5, (seconds - self.overhead_s) / n)
+                per_token = (seconds - self.overhead_s) / (n + self.sample_share * rows)
+                per_token = max(1e-5, per_token)
                 self.per_token_s += 0.2 * (per_token - self.per_token_s)
                 overhead_weight = 0.01
                 self.large_steps_since_small += 1
             else:
                 overhead_weight = 0.2
                 self.large_steps_since_small = 0
-            overhead = max(0.0, seconds - self.per_token_s * n)
+            overhead = max(0.0, seconds - self.per_token_s * n - self.per_sample_s * rows)
             self.overhead_s += overhead_weight * (overhead - self.overhead_s)
             self.step_ewma_s = 0.8 * self.step_ewma_s + 0.2 * seconds
             if decode_only:
                 self.decode_step_ewma_s = 0.8 * self.decode_step_ewma_s + 0.2 * seconds
 
-    def remeasure(self, small: tuple[int, float], large: tuple[int, float]) -> None:
-        """Replace both coefficients with the line through two steps just timed, (tokens,
-        seconds) each: for a model known to be wrong, which blending would leave wrong
-        for many more steps."""
+    def remeasure(
+        self,
+        small: tuple[int, float],
+        large: tuple[int, float],
+        sampled: tuple[int, float] | None = None,
+    ) -> None:
+        """Replace the coefficients with the line through two steps just timed, (tokens,
+        seconds) each, neither sampling a row: for a model known to be wrong, which
+        blending would leave wrong for many more steps. `sampled`: a third step of
+        (tokens, seconds) with every row sampled, for the per-sample cost (kept as it is
+        without one)."""
         (n_small, small_s), (n_large, large_s) = small, large
         with self._lock:
             per_token = max(1e-5, (large_s - small_s) / max(1, n_large - n_small))
             self.per_token_s = per_token
             self.overhead_s = max(0.0, small_s - per_token * n_small)
-            self.step_ewma_s = self.decode_step_ewma_s = small_s
+            if sampled is not None:
+                n_rows, rows_s = sampled
+                unsampled = self.overhead_s + per_token * n_rows
+                self.sample_share = max(0.0, (rows_s - unsampled) / (per_token * max(1, n_rows)))
+            self.step_ewma_s = self.decode_step_ewma_s = self.predict(1)
             self.large_steps_since_small = 0
 
     def observe_sentence(self, n_tokens: int) -> None:
@@ -75,12 +110,24 @@ class StepTimeModel:
         """Expected time per output token for a sequence joining n_running others."""
         return self.predict(n_running + 1)
 
-    def predict(self, n_tokens: int) -> float:
-        return self.overhead_s + self.per_token_s * max(n_tokens, 0)
+    def predict(self, n_tokens: int, sampled: int | None = None) -> float:
+        """Seconds of a step of `n_tokens` of which `sampled` rows are sampled (None: all
+        of them, a decode step)."""
+        n = max(n_tokens, 0)
+        rows = n if sampled is None else max(sampled, 0)
+        return self.overhead_s + self.per_token_s * n + self.per_sample_s * rows
 
-    def tokens_within(self, seconds: float) -> int:
-        """Most tokens one step can carry and still take at most ``seconds``."""
-        return max(0, math.floor((seconds - self.overhead_s) / self.per_token_s))
+    def tokens_within(self, seconds: float, sampled: int = 1) -> int:
+        """Most tokens one step with `sampled` sampled rows can carry and still take at
+        most ``seconds``."""
+        spare = seconds - self.overhead_s - self.per_sample_s * sampled
+        return max(0, math.floor(spare / self.per_token_s))
+
+    def decoders_within(self, seconds: float) -> int:
+        """Most sequences one decode step can carry (a sampled token each) and still take
+        at most ``seconds``."""
+        per_decoder = self.per_token_s + self.per_sample_s
+        return max(0, math.floor((seconds - self.overhead_s) / per_decoder))
 
 
 class BatchWindow:
@@ -104,7 +151,7 @@ class BatchWindow:
         """One step of the control law; target_s overrides the TPOT target for this
         step (the scheduler passes its deadline-derived step budget)."""
         target = self.target_s if target_s is None else target_s
-        fitted = self._model.tokens_within(target)
+        fitted = self._model.decoders_within(target)
         goal = min(self.hi, max(self.lo, fitted))
         if self.size < goal:
             self.size += 1

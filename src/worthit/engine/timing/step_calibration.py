@@ -3,7 +3,9 @@ idle after it can only have learnt from large steps.
 
 At start a 64-token prefill and a 1-token decode on the real context set the model's
 overhead and per-token cost: the line through those two steps replaces the priors, so the
-first admissions decide from this machine's speed. Taught in at the model's EWMA weight
+first admissions decide from this machine's speed. The same 1-token step again with its
+row sampled sets the per-sample cost (latency.py), which a step of several answers
+decoding together pays once for each. Taught in at the model's EWMA weight
 instead, the measurements would move the priors a fifth of the way, and a fresh engine on
 a machine faster than the priors would price its first requests near twice their cost and
 refuse most of what it can serve.
@@ -42,7 +44,7 @@ from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.runner import Runner
 from worthit.engine.scheduler import Chunk
-from worthit.engine.sequence import internal_sequence
+from worthit.engine.sequence import SamplingParams, internal_sequence
 from worthit.engine.timing.latency import StepTimeModel
 
 log = logging.getLogger(__name__)
@@ -57,9 +59,13 @@ CALIBRATION_REPEATS = 2
 """Timed runs of each calibration step, the fastest kept: a step slowed by another process
 taking a core for a moment (llama.cpp's threads then wait on each other) says nothing of
 this machine's speed, and a calibration replaces the model with what it measured."""
+ONE_TOKEN_REPEATS = 8
+"""Timed runs of each one-token calibration step: cheap (~10 ms), and the per-sample cost
+is the difference of two of them, about 2 ms, which two runs each left anywhere from a
+fifth to all of its value."""
 RECALIBRATE_EVERY_S = 5.0
-"""The least time between two calibrations prompted by refusals (each costs three 64-token
-and three 1-token steps per step-time model)..."""
+"""The least time between two calibrations prompted by refusals (each costs three 64-token,
+six 1-token steps per step-time model)..."""
 RECALIBRATE_AT_MOST_S = 300.0
 """...doubled, up to this, after each one that found the model right (a one-token step
 within a factor of two of its estimate): deadlines too short for this machine are refused
@@ -89,33 +95,44 @@ class Calibration:
         self._refused_at_calibration = 0
         self._recalibrate_after_s = RECALIBRATE_EVERY_S
 
-    def calibrate(self, refused: int = 0) -> None:
+    def calibrate(self, refused: int = 0, arrived: Callable[[], bool] = lambda: False) -> bool:
         """Set the models to the line through a 64-token and a 1-token step timed on each
         model's threads: at start, where the models hold only priors, and for a model that
         refused, which blending would leave wrong for many more steps. `refused`: the
-        admission's refusals for time so far."""
+        admission's refusals for time so far. `arrived` is asked between steps: once it
+        says work arrived, the calibration stops, keeps the model it has not finished
+        measuring as it was, and returns False. All of it takes a second or more on a
+        slow spell of a 2-core host, both models, and a request arriving meanwhile
+        would wait for the rest of it."""
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
-        runs = [(0, tokens), (len(tokens), tokens[:1])]
+        end = len(tokens)
+        runs = [(0, tokens, False), (end, tokens[:1], False), (end, tokens[:1], True)]
         models = [self.model]
         if self.background_model is not self.model:
             models.insert(0, self.background_model)
         for model in models:
             timed = self._time_steps(
-                "calibration", runs, model, teach=False, repeats=CALIBRATION_REPEATS
+                "calibration", runs, model, False, CALIBRATION_REPEATS, arrived
             )
-            model.remeasure(timed[1], timed[0])
+            if len(timed) < len(runs):
+                return False
+            model.remeasure(timed[1], timed[0], timed[2])
         self._calibrated_at = time.monotonic()
         self._refused_at_calibration = refused
         self.calibrations += 1
+        return True
 
-    def recalibrate_if_refused(self, refused: int) -> None:
+    def recalibrate_if_refused(
+        self, refused: int, arrived: Callable[[], bool] = lambda: False
+    ) -> None:
         """Calibrate again, replacing the models, if requests were refused for time since
         the last calibration (`refused` counts them all so far), it is old enough
         (`RECALIBRATE_EVERY_S`, doubling while the model proves right), and the spare
         sequence id and blocks for the probe are free. Only when the engine is idle, and
         never for an engine started without calibration (a test's fake runner keeps the
-        model it was given)."""
+        model it was given). Work that `arrived` meanwhile stops it; the next idle gap
+        tries again."""
         if self.calibrations == 0 or refused == self._refused_at_calibration:
             return
         if time.monotonic() - self._calibrated_at < self._recalibrate_after_s:
@@ -124,7 +141,8 @@ class Calibration:
         if not self.blocks.is_free(self.seq_id) or self.blocks.free_blocks < needed:
             return
         estimate = self.model.predict(1)
-        self.calibrate(refused)
+        if not self.calibrate(refused, arrived):
+            return
         measured = self.model.predict(1)
         right = 0.5 <= measured / max(estimate, 1e-9) <= 2.0
         self._recalibrate_after_s = (
@@ -146,36 +164,47 @@ class Calibration:
         if self.blocks.free_blocks == 0:
             return
         token = self.runner.tokenize("The", add_special=False)[:1] or [1]
-        self._time_steps("probe", [(0, token)], self.model)
+        self._time_steps("probe", [(0, token, False)], self.model)
 
     def _time_steps(
         self,
         request_id: str,
-        runs: list[tuple[int, list[int]]],
+        runs: list[tuple[int, list[int], bool]],
         model: StepTimeModel,
         teach: bool = True,
         repeats: int = 1,
+        arrived: Callable[[], bool] = lambda: False,
     ) -> list[tuple[int, float]]:
-        """Run each (start, tokens) step of `runs` on model's threads once untimed (it pays
-        one-time costs: allocation, a graph of a new shape, a thread count set), then
-        `repeats` times timed, and keep the fastest; teach `model` those unless not
-        `teach`. (tokens, seconds) of each."""
+        """Run each (start, tokens, sampled) step of `runs` on model's threads once untimed
+        (it pays one-time costs: allocation, a graph of a new shape, a thread count set),
+        then `repeats` times timed (a one-token step at least ONE_TOKEN_REPEATS times), and
+        keep the fastest; teach `model` those unless not `teach`. A sampled step samples its
+        last row, as a decode step does; the others sample none. (tokens, seconds) of each
+        step timed in full before `arrived` said work arrived."""
         config = self.config
         background = model is self.background_model and model is not self.model
         self.runner.set_threads(config.background_threads if background else config.n_threads)
         probe = internal_sequence(request_id, runs[0][1], Detokenizer(self.runner.piece))
-        timed = []
-        for start, chunk in runs:
-            fastest = math.inf
-            for i in range(1 + repeats):
-                self.runner.truncate(self.seq_id, start)
-                t0 = self.clock()
-                step = [Chunk(probe, self.seq_id, start, list(chunk), sample=False)]
-                self.runner.step(step, {})
-                if i:
-                    fastest = min(fastest, self.clock() - t0)
-            timed.append((len(chunk), fastest))
-            if teach:
-                model.observe(len(chunk), fastest, len(chunk) == 1)
-        self.runner.truncate(self.seq_id, 0)
+        sampler = self.runner.new_sampler(SamplingParams(max_tokens=1), 0)
+        seq_id = self.seq_id
+        timed: list[tuple[int, float]] = []
+        try:
+            for start, tokens, sampled in runs:
+                step = [Chunk(probe, seq_id, start, list(tokens), sample=sampled)]
+                runs_timed = max(repeats, ONE_TOKEN_REPEATS) if len(tokens) == 1 else repeats
+                fastest = math.inf
+                for i in range(1 + runs_timed):
+                    if arrived():
+                        return timed
+                    self.runner.truncate(seq_id, start)
+                    t0 = self.clock()
+                    self.runner.step(step, {seq_id: sampler})
+                    if i:
+                        fastest = min(fastest, self.clock() - t0)
+                timed.append((len(tokens), fastest))
+                if teach:
+                    model.observe(len(tokens), fastest, int(sampled), len(tokens) == 1)
+        finally:
+            self.runner.free_sampler(sampler)
+            self.runner.truncate(seq_id, 0)
         return timed
