@@ -184,6 +184,16 @@ async def one_request(
     return Result(scheduled, ttft, time.monotonic() - scheduled, tokens, finish, 200)
 
 
+def step_model_ms(port: int, target: str) -> dict[str, float] | None:
+    """A worthit target's step-time model as its /metrics shows it (ms): what its
+    admission priced the run's requests with."""
+    if not target.startswith("worthit"):
+        return None
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    terms = re.findall(r'^worthit_engine_step_model_seconds\{term="(\w+)"\} (\S+)$', text, re.M)
+    return {term: round(float(value) * 1000, 2) for term, value in terms} or None
+
+
 def served_model(port: int, target: str) -> str:
     """The id to send: worthit answers an id its /v1/models does not list with a 404, as
     OpenAI does; the llama.cpp servers serve their one model whatever the id says."""
@@ -382,10 +392,14 @@ def main() -> None:
                 procs[target].send_signal(signal.SIGCONT)
                 time.sleep(1.0)
                 try:
+                    model_before = step_model_ms(ports[target], target)
                     results = asyncio.run(run_rate(ports[target], rate, args, target))
+                    model_after = step_model_ms(ports[target], target)
                 finally:
                     procs[target].send_signal(signal.SIGSTOP)
                 summary = summarise(results, args.duration)
+                if model_after is not None:
+                    summary["step_model_ms"] = {"before": model_before, "after": model_after}
                 summary["raw"] = [vars(r) for r in results]
                 report.setdefault(target, {})[str(rate)] = summary
                 shown = {k: v for k, v in summary.items() if k != "raw"}

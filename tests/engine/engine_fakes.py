@@ -176,10 +176,14 @@ class ScriptedRunner(FakeRunner):
         return script[i] if i < len(script) else EOG
 
 
+PROBES = ("calibration", "probe")
+"""Request ids of the engine's own timed steps (timing/step_calibration.py)."""
+
+
 class GatedRunner(FakeRunner):
     """Holds every step after the first one that samples a request's token until
     ``release()``, so a test can act between two steps without racing the worker thread.
-    The start-up calibration's probe samples too, and is let through."""
+    The calibration's and the idle engine's probe steps sample too, and are let through."""
 
     def __init__(self, n_ctx: int = 4096, armed: bool = True) -> None:
         super().__init__(n_ctx=n_ctx)
@@ -199,6 +203,6 @@ class GatedRunner(FakeRunner):
         if self.armed and self.sampled:
             assert self.gate.wait(10), "test never released the runner"
         out = super().step(chunks, samplers)
-        probe = all(c.seq is not None and c.seq.request_id == "calibration" for c in chunks)
+        probe = all(c.seq is not None and c.seq.request_id in PROBES for c in chunks)
         self.sampled = self.sampled or (bool(out) and not probe)
         return out

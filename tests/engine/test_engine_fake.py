@@ -342,6 +342,14 @@ def test_status_reports_the_load():
             idle = engine.status()
             assert (idle.running, idle.waiting, idle.cached_prefixes) == (0, 0, 1)
             assert idle.prefix_queried_tokens == 57
+            model = engine.scheduler.model
+            terms = (model.overhead_s, model.per_token_s, model.per_sample_s)
+            assert idle.step_model_s == terms
+            registry = engine.metrics.registry
+            for term, seconds in zip(("overhead", "per_token", "per_sample"), terms, strict=True):
+                assert registry.get_sample_value(
+                    "worthit_engine_step_model_seconds", {"term": term}
+                ) == pytest.approx(seconds)
         finally:
             engine.close()
 
@@ -418,12 +426,12 @@ def test_idle_engine_re_measures_a_small_step_after_large_ones():
         try:
             model = engine.step_model
             model.overhead_s, model.per_token_s = 0.2, 1e-5  # the degenerate fixed point
-            model.large_steps_since_small = 3  # the idle loop wakes every IDLE_PROBE_S
-            for _ in range(200):
-                if model.large_steps_since_small == 0:
+            model.large_steps_since_small = model.steps_since_anchor = 3
+            for _ in range(200):  # the idle loop wakes every IDLE_PROBE_S
+                if model.steps_since_anchor == 0:
                     break
                 await asyncio.sleep(0.01)
-            assert model.large_steps_since_small == 0
+            assert model.steps_since_anchor == model.large_steps_since_small == 0
             assert model.overhead_s < 0.2
         finally:
             engine.close()

@@ -149,3 +149,27 @@ def test_work_arriving_stops_a_calibration_which_leaves_the_model_as_it_was() ->
     assert calibration.seq_id not in runner.kv
     assert calibration.calibrate(refused=3)
     assert model.predict(1) == pytest.approx(2 * before)
+
+
+def test_an_idle_engine_prices_a_lone_decode_step_at_what_it_takes() -> None:
+    """After a spell of several answers decoding together the overhead the EWMAs learnt
+    can price a lone decode step half again too dear (11 ms where 4.7 was true after a
+    burst at 2 requests a second): the next arrival, alone, would be refused. Idle after
+    traffic, the engine times such a step and anchors the overhead to it; with nothing
+    run since, it times nothing."""
+    config = EngineConfig()
+    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
+    model = StepTimeModel()
+    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
+    calibration = Calibration(config, runner, model, blocks, clock=runner.clock)
+    calibration.calibrate()
+    for _ in range(20):  # three answers decoding together, each step 6 ms dearer
+        model.observe(3, OVERHEAD_S + 3 * (PER_TOKEN_S + PER_SAMPLE_S) + 0.006, 3, True)
+    lone = OVERHEAD_S + PER_TOKEN_S + PER_SAMPLE_S
+    assert model.predict(1) > 1.5 * lone
+    calibration.reprobe_if_stale()
+    assert model.predict(1) == pytest.approx(lone)
+    assert calibration.seq_id not in runner.kv
+    steps = len(runner.steps)
+    calibration.reprobe_if_stale()
+    assert len(runner.steps) == steps

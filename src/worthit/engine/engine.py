@@ -381,6 +381,7 @@ class Engine:
     def status(self) -> EngineStatus:
         """The engine's load, from any thread. Each number is read once from state the
         engine thread owns, so two of them may come from either side of a step."""
+        model = self.scheduler.model
         return EngineStatus(
             model_id=self.model_id,
             running=len(self.scheduler.running),
@@ -394,6 +395,7 @@ class Engine:
             prefix_queried_tokens=self.blocks.queried_tokens,
             prefix_hit_tokens=self.blocks.hit_tokens,
             tenants=self.scheduler.fairness.tenants,
+            step_model_s=(model.overhead_s, model.per_token_s, model.per_sample_s),
         )
 
     def _queue_warming(self, request_id: str, tokens: list[int]) -> None:
@@ -488,7 +490,7 @@ class Engine:
 
     def _idle(self) -> None:
         if not self._wake.wait(IDLE_PROBE_S):
-            self.calibration.reprobe_if_stale()
+            self.calibration.reprobe_if_stale(self._wake.is_set)
             self.calibration.recalibrate_if_refused(
                 self.admission.refused_for_time, self._wake.is_set
             )
@@ -506,7 +508,7 @@ class Engine:
         if self.scheduler.has_interactive_work():
             self._interactive_seen = now
         elif now - self._interactive_seen >= BACKGROUND_PROBE_EVERY_S:
-            self.calibration.reprobe_if_stale()
+            self.calibration.reprobe_if_stale(self._wake.is_set)
             self._interactive_seen = now
 
     def _wait(self, seconds: float) -> None:

@@ -26,6 +26,8 @@ reads every slow request as that bucket in `histogram_quantile`. vLLM's TTFT buc
 2,560 s and its e2e at 7,680 s; llama-server reports only means, so these follow vLLM's
 doubling steps above 10 s to the 4 minutes a CPU replica's longest requests can take."""
 
+STEP_MODEL_TERMS = ("overhead", "per_token", "per_sample")
+
 
 class EngineMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -106,6 +108,12 @@ class EngineMetrics:
             "Tenants with interactive requests queued or running.",
             registry=r,
         )
+        self.step_model = Gauge(
+            "worthit_engine_step_model_seconds",
+            "The fitted step-time model admission prices with: a step costs overhead + "
+            "per_token * tokens + per_sample * sampled rows.",
+            ["term"], registry=r,
+        )  # fmt: skip
         self._totals = (0, 0, 0)
 
     def observe_finished(self, priority: str, done: Completion) -> None:
@@ -125,6 +133,8 @@ class EngineMetrics:
         self.background_waiting.set(status.background_waiting)
         self.batch_window.set(status.batch_window)
         self.tenants.set(status.tenants)
+        for term, seconds in zip(STEP_MODEL_TERMS, status.step_model_s, strict=True):
+            self.step_model.labels(term).set(seconds)
         totals = (status.prefix_queried_tokens, status.prefix_hit_tokens, status.preemptions)
         self.prefix_queried.inc(totals[0] - self._totals[0])
         self.prefix_hit.inc(totals[1] - self._totals[1])

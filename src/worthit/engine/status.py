@@ -32,6 +32,9 @@ class EngineStatus:
     """Background requests queued (at most max_background_waiting admitted)."""
     tenants: int = 0
     """Tenants with interactive requests queued or running (anonymous requests are one)."""
+    step_model_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The interactive step-time model admission prices with: overhead, per token, per
+    sampled row (timing/latency.py). What a refusal's price was made of, afterwards."""
 
 
 @dataclass(frozen=True)

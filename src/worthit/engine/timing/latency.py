@@ -47,9 +47,11 @@ class StepTimeModel:
         self.decode_step_ewma_s = self.step_ewma_s
         self.sentence_tokens = SENTENCE_TOKENS_PRIOR
         self.large_steps_since_small = 0
-        """Large steps since one last taught the overhead directly: when idle and this is
-        not 0 the engine re-probes (prefill-only traffic cannot tell overhead from
-        per-token cost)."""
+        """Large steps since one last taught the overhead directly (prefill-only traffic
+        cannot tell overhead from per-token cost)."""
+        self.steps_since_anchor = 0
+        """Steps taught since the overhead was last anchored to a one-token decode timed
+        alone (``anchor``): when idle and this is not 0 the engine times one."""
 
     @property
     def per_sample_s(self) -> float:
@@ -62,6 +64,7 @@ class StepTimeModel:
         """A step of `n_tokens` took `seconds`; `sampled` of its rows were sampled (None:
         all of them, a decode step)."""
         with self._lock:
+            self.steps_since_anchor += 1
             n = max(1, n_tokens)
             rows = n if sampled is None else sampled
             if n >= LARGE_STEP_TOKENS:
@@ -101,6 +104,22 @@ class StepTimeModel:
                 self.sample_share = max(0.0, (rows_s - unsampled) / (per_token * max(1, n_rows)))
             self.step_ewma_s = self.decode_step_ewma_s = self.predict(1)
             self.large_steps_since_small = 0
+            self.steps_since_anchor = 0
+
+    def anchor(self, seconds: float) -> None:
+        """A one-token decode step, its row sampled, timed alone on an idle engine: set the
+        overhead so that such a step is priced at what it took. What an idle engine
+        prices next is a request arriving alone, at this step time; the EWMAs learn the
+        overhead from the steps of the traffic just served, several answers decoding
+        together and prompt chunks beside them, and a model that fits those well may
+        price a lone decode step half again too dear (11 ms of overhead where 4.7 was
+        true, after a burst at 2 requests a second on the 2-core EPYC) and refuse the
+        next arrivals, which then teach it nothing."""
+        with self._lock:
+            self.overhead_s = max(0.0, seconds - self.per_token_s - self.per_sample_s)
+            self.decode_step_ewma_s = seconds
+            self.large_steps_since_small = 0
+            self.steps_since_anchor = 0
 
     def observe_sentence(self, n_tokens: int) -> None:
         """Tokens one sentence took; the deadline stop needs the next one's length."""

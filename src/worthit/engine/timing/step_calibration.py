@@ -10,11 +10,13 @@ instead, the measurements would move the priors a fifth of the way, and a fresh 
 a machine faster than the priors would price its first requests near twice their cost and
 refuse most of what it can serve.
 
-Later, a run of same-sized prefill chunks (prefix warming, or nothing but refused
-traffic) cannot separate the two coefficients (latency.py): a bench run found the model
-stuck with a stale overhead and every request refused at 2 requests/s. So after large
-steps only, the first idle gap of ``IDLE_PROBE_S`` times two one-token
-steps (~20 ms), which pulls the overhead back.
+Later, the steps of traffic teach the model what they cost, and that is not always what a
+lone decode step costs: a run of same-sized prefill chunks (prefix warming, or nothing but
+refused traffic) cannot separate the coefficients, and a spell of several answers decoding
+together left an overhead that priced a lone decode step half again too dear. An idle
+engine's next request arrives alone, so after any traffic the first idle gap of
+``IDLE_PROBE_S`` times a one-token decode step with its row sampled (fastest of three,
+about 40 ms) and anchors the overhead to it (``StepTimeModel.anchor``).
 
 A model measured too slow refuses every interactive request, and refused requests teach it
 nothing: a start-up calibration taken while the machine was busy (the API workers of
@@ -59,6 +61,8 @@ CALIBRATION_REPEATS = 2
 """Timed runs of each calibration step, the fastest kept: a step slowed by another process
 taking a core for a moment (llama.cpp's threads then wait on each other) says nothing of
 this machine's speed, and a calibration replaces the model with what it measured."""
+ANCHOR_REPEATS = 3
+"""Timed runs of the one-token step an idle engine anchors the overhead to."""
 ONE_TOKEN_REPEATS = 8
 """Timed runs of each one-token calibration step: cheap (~10 ms), and the per-sample cost
 is the difference of two of them, about 2 ms, which two runs each left anywhere from a
@@ -68,8 +72,9 @@ RECALIBRATE_EVERY_S = 5.0
 six 1-token steps per step-time model)..."""
 RECALIBRATE_AT_MOST_S = 300.0
 """...doubled, up to this, after each one that found the model right (a one-token step
-within a factor of two of its estimate): deadlines too short for this machine are refused
-rightly, and re-measuring them every 5 s would only spend the cores."""
+within a quarter of its estimate: a model 60 % too dear refuses most of what fits):
+deadlines too short for this machine are refused rightly, and re-measuring them every 5 s
+would only spend the cores."""
 
 
 class Calibration:
@@ -107,14 +112,16 @@ class Calibration:
         text = "The quick brown fox jumps over the lazy dog. " * 16
         tokens = self.runner.tokenize(text, add_special=False)[:PROBE_TOKENS] or [1]
         end = len(tokens)
-        runs = [(0, tokens, False), (end, tokens[:1], False), (end, tokens[:1], True)]
+        runs = [
+            (0, tokens, False, CALIBRATION_REPEATS),
+            (end, tokens[:1], False, ONE_TOKEN_REPEATS),
+            (end, tokens[:1], True, ONE_TOKEN_REPEATS),
+        ]
         models = [self.model]
         if self.background_model is not self.model:
             models.insert(0, self.background_model)
         for model in models:
-            timed = self._time_steps(
-                "calibration", runs, model, False, CALIBRATION_REPEATS, arrived
-            )
+            timed = self._time_steps("calibration", runs, model, arrived)
             if len(timed) < len(runs):
                 return False
             model.remeasure(timed[1], timed[0], timed[2])
@@ -144,7 +151,7 @@ class Calibration:
         if not self.calibrate(refused, arrived):
             return
         measured = self.model.predict(1)
-        right = 0.5 <= measured / max(estimate, 1e-9) <= 2.0
+        right = 0.8 <= measured / max(estimate, 1e-9) <= 1.25
         self._recalibrate_after_s = (
             min(2 * self._recalibrate_after_s, RECALIBRATE_AT_MOST_S)
             if right
@@ -156,31 +163,33 @@ class Calibration:
             measured * 1000, estimate * 1000,
         )  # fmt: skip
 
-    def reprobe_if_stale(self) -> None:
-        """Time a one-token step (after an untimed one) if only large steps were seen since
-        the last small one, and the spare sequence id and a KV block are free."""
-        if self.model.large_steps_since_small == 0 or not self.blocks.is_free(self.seq_id):
+    def reprobe_if_stale(self, arrived: Callable[[], bool] = lambda: False) -> None:
+        """If steps ran since the overhead was last anchored, time a one-token decode step
+        with its row sampled (after an untimed one, the fastest of ANCHOR_REPEATS) and
+        anchor the overhead to it (``StepTimeModel.anchor``): about 40 ms of an idle
+        engine's time after each spell of traffic. Only with the spare sequence id and a
+        KV block free; work that `arrived` meanwhile stops it."""
+        if self.model.steps_since_anchor == 0 or not self.blocks.is_free(self.seq_id):
             return
         if self.blocks.free_blocks == 0:
             return
         token = self.runner.tokenize("The", add_special=False)[:1] or [1]
-        self._time_steps("probe", [(0, token, False)], self.model)
+        timed = self._time_steps("probe", [(0, token, True, ANCHOR_REPEATS)], self.model, arrived)
+        if timed:
+            self.model.anchor(timed[0][1])
 
     def _time_steps(
         self,
         request_id: str,
-        runs: list[tuple[int, list[int], bool]],
+        runs: list[tuple[int, list[int], bool, int]],
         model: StepTimeModel,
-        teach: bool = True,
-        repeats: int = 1,
-        arrived: Callable[[], bool] = lambda: False,
+        arrived: Callable[[], bool],
     ) -> list[tuple[int, float]]:
-        """Run each (start, tokens, sampled) step of `runs` on model's threads once untimed
-        (it pays one-time costs: allocation, a graph of a new shape, a thread count set),
-        then `repeats` times timed (a one-token step at least ONE_TOKEN_REPEATS times), and
-        keep the fastest; teach `model` those unless not `teach`. A sampled step samples its
-        last row, as a decode step does; the others sample none. (tokens, seconds) of each
-        step timed in full before `arrived` said work arrived."""
+        """Run each (start, tokens, sampled, repeats) step of `runs` on model's threads
+        once untimed (it pays one-time costs: allocation, a graph of a new shape, a thread
+        count set), then `repeats` times timed, and keep the fastest. A sampled step
+        samples its last row, as a decode step does; the others sample none. (tokens,
+        seconds) of each step timed in full before `arrived` said work arrived."""
         config = self.config
         background = model is self.background_model and model is not self.model
         self.runner.set_threads(config.background_threads if background else config.n_threads)
@@ -189,11 +198,10 @@ class Calibration:
         seq_id = self.seq_id
         timed: list[tuple[int, float]] = []
         try:
-            for start, tokens, sampled in runs:
+            for start, tokens, sampled, repeats in runs:
                 step = [Chunk(probe, seq_id, start, list(tokens), sample=sampled)]
-                runs_timed = max(repeats, ONE_TOKEN_REPEATS) if len(tokens) == 1 else repeats
                 fastest = math.inf
-                for i in range(1 + runs_timed):
+                for i in range(1 + repeats):
                     if arrived():
                         return timed
                     self.runner.truncate(seq_id, start)
@@ -202,8 +210,6 @@ class Calibration:
                     if i:
                         fastest = min(fastest, self.clock() - t0)
                 timed.append((len(tokens), fastest))
-                if teach:
-                    model.observe(len(tokens), fastest, int(sampled), len(tokens) == 1)
         finally:
             self.runner.free_sampler(sampler)
             self.runner.truncate(seq_id, 0)
