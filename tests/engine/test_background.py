@@ -4,6 +4,7 @@ needs, on fewer threads, paused and preempted first for interactive work."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from worthit.engine.engine import Engine
 from worthit.engine.errors import AdmissionRefusedError
 from worthit.engine.scheduler import StepPlan
 from worthit.engine.sequence import FinishReason, Priority, SamplingParams, Status
-from worthit.engine.timing.step_calibration import BACKGROUND_PROBE_EVERY_S
+from worthit.engine.timing.step_calibration import ANCHOR_REPEATS, BACKGROUND_PROBE_EVERY_S
 
 from engine_fakes import FakeRunner, GatedRunner, reference_output
 from harness import Harness
@@ -280,7 +281,8 @@ def test_live_work_preempts_background_before_evicting_a_live_cached_prefix():
 def test_background_steps_on_the_interactive_threads_are_not_followed_by_a_probe_each():
     """With one thread count for both classes (`explain --warm`), every large background
     step leaves the step-time model stale; re-measuring it after each took two one-token
-    steps every half second."""
+    steps every half second. Between background steps it is re-measured at most every
+    BACKGROUND_PROBE_EVERY_S."""
 
     async def main() -> tuple[FakeRunner, float]:
         config = EngineConfig(
@@ -309,4 +311,47 @@ def test_background_steps_on_the_interactive_threads_are_not_followed_by_a_probe
     background = sum(kinds(ids) == {"bg"} for ids in runner.step_requests)
     probes = sum("probe" in ids for ids in runner.step_requests)
     assert background > 10
-    assert probes <= 2 * (1 + seconds / BACKGROUND_PROBE_EVERY_S)  # two steps a probe
+    steps_a_probe = 1 + ANCHOR_REPEATS  # one untimed, then the timed ones
+    assert probes <= steps_a_probe * (1 + seconds / BACKGROUND_PROBE_EVERY_S)
+
+
+def test_the_interactive_model_is_re_anchored_between_background_steps():
+    """`worthit serve` is rarely idle: the background generator keeps the engine busy, so
+    the step-time model that prices live requests is re-anchored between background steps
+    once live work has been quiet for BACKGROUND_PROBE_EVERY_S. Every submission sets the
+    engine's wake event and a busy engine never clears it, so a probe that stopped on
+    the event never ran there."""
+
+    async def main() -> tuple[FakeRunner, int]:
+        config = EngineConfig(context_size=4096, block_size=8, n_threads=2, background_threads=1)
+        # four answers of 1,000 tokens at ~7 ms a step: busy for longer than the probe's wait
+        runner = FakeRunner(n_ctx=config.context_size, step_delay_s=(0.006, 0.0002))
+        engine = make_engine(config, runner)
+        try:
+            for i in range(4):
+                engine.submit(
+                    f"write about product {i} " * 4,
+                    params=SamplingParams(max_tokens=1000),
+                    priority=BG,
+                    request_id=f"bg-{i}",
+                )
+            await engine.submit("live question", params=SamplingParams(max_tokens=4)).collect()
+            live_done = len(runner.step_requests)
+            assert engine.step_model.steps_since_anchor > 0
+            give_up = time.monotonic() + BACKGROUND_PROBE_EVERY_S + 10
+            more = 0
+            while engine.step_model.steps_since_anchor > 0 and time.monotonic() < give_up:
+                more += 1  # the generator submits as it goes
+                with contextlib.suppress(AdmissionRefusedError):  # its queue may be full
+                    engine.submit(
+                        f"and product {more}", params=SamplingParams(max_tokens=2), priority=BG
+                    )
+                await asyncio.sleep(0.05)
+        finally:
+            engine.close()
+        return runner, live_done
+
+    runner, live_done = asyncio.run(main())
+    after = runner.step_requests[live_done:]
+    probe_at = next(i for i, ids in enumerate(after) if "probe" in ids)  # none: StopIteration
+    assert any(kinds(ids) == {"bg"} for ids in after[probe_at + 1 :])  # still busy after it

@@ -490,10 +490,8 @@ class Engine:
 
     def _idle(self) -> None:
         if not self._wake.wait(IDLE_PROBE_S):
-            self.calibration.reprobe_if_stale(self._wake.is_set)
-            self.calibration.recalibrate_if_refused(
-                self.admission.refused_for_time, self._wake.is_set
-            )
+            self.calibration.reprobe_if_stale(self._arrived)
+            self.calibration.recalibrate_if_refused(self.admission.refused_for_time, self._arrived)
         self._wake.clear()
         self._interactive_seen = time.monotonic()
 
@@ -508,8 +506,14 @@ class Engine:
         if self.scheduler.has_interactive_work():
             self._interactive_seen = now
         elif now - self._interactive_seen >= BACKGROUND_PROBE_EVERY_S:
-            self.calibration.reprobe_if_stale(self._wake.is_set)
+            self.calibration.reprobe_if_stale(self._arrived)
             self._interactive_seen = now
+
+    def _arrived(self) -> bool:
+        """Whether anything reached the inbox since the loop last emptied it: a timing
+        probe stops for it. Not the wake event, which stays set through a spell of
+        background work and would stop every probe between background steps."""
+        return not self._inbox.empty()
 
     def _wait(self, seconds: float) -> None:
         """Sleep until woken (a request, an abort, a call) or for seconds."""
