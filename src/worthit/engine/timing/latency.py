@@ -17,9 +17,9 @@ went wrong in the way that mattered: after a run of same-sized prefill chunks (p
 warming, 80 tokens each) the tokens' spread vanished, the slope became noise, and the
 fitted overhead rose to 125 ms, so admission refused every request. Large steps still
 move the overhead a little, but steps of one size cannot separate the two coefficients,
-so after a run of large steps the engine re-measures a small and a large step when it
-is next idle (``large_steps_since_small``). Admission, the token budget and the
-adaptive batch window all read this model.
+so after any traffic the engine times a lone decode step when it is next idle and
+anchors the overhead to it (``anchor``, ``steps_since_anchor``). Admission, the token
+budget and the adaptive batch window all read this model.
 """
 
 from __future__ import annotations
