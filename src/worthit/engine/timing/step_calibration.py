@@ -68,8 +68,8 @@ ONE_TOKEN_REPEATS = 8
 is the difference of two of them, about 2 ms, which two runs each left anywhere from a
 fifth to all of its value."""
 RECALIBRATE_EVERY_S = 5.0
-"""The least time between two calibrations prompted by refusals (each costs three 64-token,
-six 1-token steps per step-time model)..."""
+"""The least time between two calibrations prompted by refusals (each costs three 64-token
+and eighteen 1-token steps per step-time model, each shape once more untimed)..."""
 RECALIBRATE_AT_MOST_S = 300.0
 """...doubled, up to this, after each one that found the model right (a one-token step
 within a quarter of its estimate: a model 60 % too dear refuses most of what fits):
