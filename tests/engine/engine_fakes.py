@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import threading
 import time
+from array import array
 from collections.abc import Mapping, Sequence
 
 from worthit.engine.scheduler import Chunk
@@ -53,6 +54,10 @@ class FakeRunner:
         self.thread_changes = 0
         self.samplers_alive = 0
         self.closed = False
+        self.restores = 0
+        """Prefixes restored from host RAM."""
+        self.refuse_restores = False
+        """Make restore fail, as llama.cpp does when it finds no cells."""
 
     # text: one token per character, token = code point + 1 (0 is EOG)
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
@@ -82,6 +87,27 @@ class FakeRunner:
         del cells[n_tokens:]
         if not cells:
             self.kv.pop(seq_id, None)
+
+    def save(self, seq_id: int) -> bytes:
+        return array("i", [self.tokens[cell] for cell in self.kv.get(seq_id, [])]).tobytes()
+
+    def restore(self, seq_id: int, data: bytes, share_from: int | None, shared: int) -> bool:
+        assert not self.kv.get(seq_id), f"restore into non-empty sequence {seq_id}"
+        if self.refuse_restores:
+            return False
+        self.restores += 1
+        cells = []
+        for token in array("i", data):
+            cell = next(self._cell_ids)
+            self.tokens[cell] = token
+            cells.append(cell)
+        if share_from is not None and shared:
+            source = self.kv[share_from][:shared]
+            assert [self.tokens[c] for c in source] == [self.tokens[c] for c in cells[:shared]]
+            cells[:shared] = source
+        self.kv[seq_id] = cells
+        assert self.used_cells() <= self.n_ctx, "KV overflow"
+        return True
 
     def set_threads(self, n_threads: int) -> None:
         if n_threads != self.threads:

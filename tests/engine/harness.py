@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
+from worthit.engine.kv.block_manager import BlockManager
 from worthit.engine.scheduler import Scheduler, StepPlan, Update
 from worthit.engine.sequence import Priority, SamplingParams, Sequence
 from worthit.engine.timing.latency import StepTimeModel

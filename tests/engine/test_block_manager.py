@@ -1,4 +1,4 @@
-from worthit.engine.block_manager import BlockManager, block_hash
+from worthit.engine.kv.block_manager import BlockManager, block_hash
 from worthit.engine.scheduler import Chunk
 
 from engine_fakes import FakeRunner
@@ -101,4 +101,25 @@ def test_clear_cache_leaves_no_kv():
         bm.release(seq, keep_tokens=9)
     bm.clear_cache()
     assert kv.kv == {} and bm.used_blocks == 0
+    bm.check()
+
+
+def test_sharing_only_a_common_preamble_does_not_keep_a_prompt_fresh():
+    """Prompts of different products share their instructions: a request reading those
+    from `first` has not used `first`, which goes first when room runs out."""
+    kv = FakeRunner()
+    bm = BlockManager(num_blocks=7, block_size=B, num_seq_ids=6, kv=kv)
+    preamble = [9] * 4
+    first, second = [*preamble, *[1] * 4, 5], [*preamble, *[2] * 4, 5]
+    for prompt in (first, second):
+        seq, cached = bm.admit(prompt)  # type: ignore[misc]
+        compute(kv, bm, seq, prompt, cached)
+        bm.release(seq, keep_tokens=len(prompt))
+    seq, cached = bm.admit([*preamble, 3])  # type: ignore[misc]
+    assert cached == 4
+    bm.release(seq)
+    seq, _ = bm.admit([7] * 17)  # type: ignore[misc]
+    assert bm.reserve(seq, 17)  # 5 blocks of 7, 3 held: evicts one prompt's own block
+    assert bm.cached_prefix_len(first) == 4  # `first` went: only the preamble is left
+    assert bm.cached_prefix_len(second) == 8
     bm.check()

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
+from worthit.engine.kv.block_manager import BlockManager
 from worthit.engine.scheduler import Chunk
 from worthit.engine.sequence import Priority
 from worthit.engine.timing.budget import Estimator, StepBudget

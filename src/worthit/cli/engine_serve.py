@@ -34,6 +34,10 @@ def engine_serve_command(
     lora: LoraOption = None,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     context: Annotated[int, typer.Option(min=256, help="KV cells shared by all requests.")] = 4096,
+    host_cache_mb: Annotated[
+        int,
+        typer.Option(min=0, help="Host RAM (MiB) for evicted prefixes' KV (0: off)."),
+    ] = EngineConfig.host_cache_bytes >> 20,
     max_sequences: Annotated[int, typer.Option(min=1, max=64)] = 16,
     cached_prefixes: Annotated[int, typer.Option(min=0, help="Prefixes the KV cache keeps.")] = 48,
     block_size: Annotated[
@@ -60,6 +64,7 @@ def engine_serve_command(
 
     config = EngineConfig(
         context_size=context,
+        host_cache_bytes=host_cache_mb << 20,
         n_threads=threads,
         max_sequences=max_sequences,
         max_cached_prefixes=cached_prefixes,

@@ -77,6 +77,10 @@ def serve_command(
     ] = False,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     context: Annotated[int, typer.Option(min=512, help="KV cells shared by all requests.")] = 8192,
+    host_cache_mb: Annotated[
+        int,
+        typer.Option(min=0, help="Host RAM (MiB) for evicted prefixes' KV (0: off)."),
+    ] = EngineConfig.host_cache_bytes >> 20,
     background: Annotated[
         bool,
         typer.Option(
@@ -271,6 +275,7 @@ def serve_command(
     rate = live_rate if live_rate is not None else (DEMO_TICKER_RATE if demo else 0.0)
     config = EngineConfig(
         context_size=context,
+        host_cache_bytes=host_cache_mb << 20,
         n_threads=threads,
         max_sequences=max_sequences,
         default_deadline_s=deadline_ms / 1000,

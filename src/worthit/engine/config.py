@@ -40,6 +40,13 @@ class EngineConfig:
     max_cached_prefixes: int = 48
     """llama.cpp sequence ids reserved to keep finished prompts' KV as prefix cache."""
 
+    host_cache_bytes: int = 1 << 30
+    """Host RAM for the KV of evicted cached prefixes (kv/host_cache.py): a prompt evicted
+    from the KV cells comes back as a copy of a few MB instead of a prefill of a few
+    hundred ms. 1 GiB holds about 45,000 tokens of SmolLM2-135M's KV (~23 KB a token),
+    some 200 product prompts; 0 turns the tier off. (llama-server's ``--cache-ram``
+    defaults to 8 GiB.)"""
+
     max_batch_tokens: int = 512
     """Hard cap of tokens in one llama_decode call (decode tokens + prefill chunks)."""
 
@@ -157,6 +164,8 @@ class EngineConfig:
             raise ValueError("need 1 <= min_sequences <= max_sequences")
         if self.max_sequences + self.max_cached_prefixes > 256:
             raise ValueError("llama.cpp allows at most 256 sequence ids")
+        if self.host_cache_bytes < 0:
+            raise ValueError("host_cache_bytes must not be negative")
         if self.max_batch_tokens < self.max_sequences + 1:
             raise ValueError("max_batch_tokens must exceed max_sequences")
         if self.min_prefill_chunk < 1 or self.block_size < 1:

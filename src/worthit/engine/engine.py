@@ -29,11 +29,12 @@ from pathlib import Path
 from queue import Empty, SimpleQueue
 
 from worthit.engine.admission import Admission
-from worthit.engine.block_manager import BlockManager
 from worthit.engine.chat import ChatMessage, ChatTemplate, PromptBuilder
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
 from worthit.engine.errors import AdmissionRefusedError, EngineClosedError
+from worthit.engine.kv.block_manager import BlockManager
+from worthit.engine.kv.host_cache import HostPrefixCache
 from worthit.engine.metrics import EngineMetrics
 from worthit.engine.request_record import RequestRecord, deltas, note_step
 from worthit.engine.runner import LlamaRunner, Runner
@@ -96,7 +97,10 @@ class Engine:
         self.model_id = runner.model_id
         self.chat_template = ChatTemplate(runner.chat_template, runner.bos_text, runner.eos_text)
         self.prompts = PromptBuilder(runner.tokenize, self.chat_template, config.sequence_cells)
-        self.blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
+        self.blocks = BlockManager(
+            config.num_blocks, config.block_size, config.num_seq_ids, runner,
+            HostPrefixCache(config.host_cache_bytes),
+        )  # fmt: skip
         self.step_model = StepTimeModel()
         self.background_step_model = (
             self.step_model if config.background_threads == config.n_threads else StepTimeModel()
@@ -394,6 +398,8 @@ class Engine:
             preemptions=self.scheduler.preemptions,
             prefix_queried_tokens=self.blocks.queried_tokens,
             prefix_hit_tokens=self.blocks.hit_tokens,
+            host_cache_bytes=self.blocks.host.bytes_used,
+            host_cache_restores=self.blocks.host.restored,
             tenants=self.scheduler.fairness.tenants,
             step_model_s=(model.overhead_s, model.per_token_s, model.per_sample_s),
         )

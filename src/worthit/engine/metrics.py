@@ -74,6 +74,14 @@ class EngineMetrics:
             "worthit_engine_prefix_cache_hit_tokens",
             "Prompt tokens served from the prefix cache.", registry=r,
         )  # fmt: skip
+        self.host_cache_bytes = Gauge(
+            "worthit_engine_host_cache_bytes",
+            "Host RAM holding the KV of prefixes evicted from the KV cells.", registry=r,
+        )  # fmt: skip
+        self.host_cache_restores = Counter(
+            "worthit_engine_host_cache_restores",
+            "Prefixes copied back from host RAM instead of prefilled again.", registry=r,
+        )  # fmt: skip
         self.preemptions = Counter(
             "worthit_engine_preemptions", "Running requests preempted for KV.", registry=r
         )
@@ -114,7 +122,7 @@ class EngineMetrics:
             "per_token * tokens + per_sample * sampled rows.",
             ["term"], registry=r,
         )  # fmt: skip
-        self._totals = (0, 0, 0)
+        self._totals = (0, 0, 0, 0)
 
     def observe_finished(self, priority: str, done: Completion) -> None:
         self.e2e.labels(priority, done.finish_reason.value).observe(done.e2e_s)
@@ -135,8 +143,15 @@ class EngineMetrics:
         self.tenants.set(status.tenants)
         for term, seconds in zip(STEP_MODEL_TERMS, status.step_model_s, strict=True):
             self.step_model.labels(term).set(seconds)
-        totals = (status.prefix_queried_tokens, status.prefix_hit_tokens, status.preemptions)
+        self.host_cache_bytes.set(status.host_cache_bytes)
+        totals = (
+            status.prefix_queried_tokens,
+            status.prefix_hit_tokens,
+            status.preemptions,
+            status.host_cache_restores,
+        )
         self.prefix_queried.inc(totals[0] - self._totals[0])
         self.prefix_hit.inc(totals[1] - self._totals[1])
         self.preemptions.inc(totals[2] - self._totals[2])
+        self.host_cache_restores.inc(totals[3] - self._totals[3])
         self._totals = totals

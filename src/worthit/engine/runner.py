@@ -3,8 +3,9 @@
 The runner executes what the scheduler decided and nothing else: one ``llama_decode``
 per step over a batch that mixes decode tokens and prefill chunks of many sequences,
 then one sample per sequence that asked for logits, on the thread count the engine
-sets for the step (fewer for background work). It also implements the two KV memory
-operations the block manager needs. Only the engine thread calls ``step`` and
+sets for the step (fewer for background work). It also implements the KV memory
+operations the block manager needs (sharing, truncating, and copying a sequence's KV
+out to host RAM and back). Only the engine thread calls ``step`` and
 the memory operations; tokenisation and sampler creation are safe from any thread.
 """
 
@@ -71,6 +72,8 @@ class Runner(Protocol):
     def free_sampler(self, sampler: object) -> None: ...
     def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None: ...
     def truncate(self, seq_id: int, n_tokens: int) -> None: ...
+    def save(self, seq_id: int) -> bytes: ...
+    def restore(self, seq_id: int, data: bytes, share_from: int | None, shared: int) -> bool: ...
     def set_threads(self, n_threads: int) -> None: ...
     def step(self, chunks: Seq[Chunk], samplers: Mapping[int, object]) -> dict[int, int]: ...
     def close(self) -> None: ...
@@ -234,6 +237,24 @@ class LlamaRunner:
     def truncate(self, seq_id: int, n_tokens: int) -> None:
         if not llama.llama_memory_seq_rm(self._mem, seq_id, n_tokens, -1):
             raise DecodeError(f"llama.cpp refused to truncate sequence {seq_id}")
+
+    def save(self, seq_id: int) -> bytes:
+        size = llama.llama_state_seq_get_size(self._ctx, seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama.llama_state_seq_get_data(self._ctx, buf, size, seq_id)
+        return bytes(memoryview(buf)[:written])
+
+    def restore(self, seq_id: int, data: bytes, share_from: int | None, shared: int) -> bool:
+        """In one pool the restored copy of the shared positions is dropped for a tag on
+        share_from's cells, so a block stays one set of cells; streams copy anyway."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if not llama.llama_state_seq_set_data(self._ctx, buf, len(data), seq_id):
+            llama.llama_memory_seq_rm(self._mem, seq_id, -1, -1)
+            return False
+        if share_from is not None and shared and not self._streams:
+            llama.llama_memory_seq_rm(self._mem, seq_id, 0, shared)
+            llama.llama_memory_seq_cp(self._mem, share_from, seq_id, 0, shared)
+        return True
 
     def seq_pos_max(self, seq_id: int) -> int:
         """Last position in seq_id's KV, -1 when it holds none (tests use this)."""

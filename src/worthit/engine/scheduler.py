@@ -38,9 +38,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
 from worthit.engine.fairness import FairShare
+from worthit.engine.kv.block_manager import BlockManager
 from worthit.engine.sequence import FinishReason, Priority, Sequence, Status
 from worthit.engine.timing.budget import Estimator, PublishedBudget, StepBudget
 from worthit.engine.timing.latency import BatchWindow, StepTimeModel

@@ -32,6 +32,10 @@ class EngineStatus:
     """Background requests queued (at most max_background_waiting admitted)."""
     tenants: int = 0
     """Tenants with interactive requests queued or running (anonymous requests are one)."""
+    host_cache_bytes: int = 0
+    """Host RAM holding evicted prefixes' KV (kv/host_cache.py)."""
+    host_cache_restores: int = 0
+    """Prefixes restored from host RAM since start, instead of prefilled again."""
     step_model_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """The interactive step-time model admission prices with: overhead, per token, per
     sampled row (timing/latency.py). What a refusal's price was made of, afterwards."""

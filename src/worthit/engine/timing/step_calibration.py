@@ -41,9 +41,9 @@ import math
 import time
 from collections.abc import Callable
 
-from worthit.engine.block_manager import BlockManager
 from worthit.engine.config import EngineConfig
 from worthit.engine.detokenizer import Detokenizer
+from worthit.engine.kv.block_manager import BlockManager
 from worthit.engine.runner import Runner
 from worthit.engine.scheduler import Chunk
 from worthit.engine.sequence import SamplingParams, internal_sequence

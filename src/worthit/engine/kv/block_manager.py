@@ -34,17 +34,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from worthit.engine.kv.host_cache import HostPrefixCache, StoredPrefix
 from worthit.text.lru import LRU
 
 
 class KVMemory(Protocol):
-    """The two llama.cpp memory operations the block manager needs."""
+    """The llama.cpp memory operations the block manager needs."""
 
     def copy_prefix(self, src_seq: int, dst_seq: int, n_tokens: int) -> None:
         """Let dst see src's KV for positions [0, n_tokens)."""
 
     def truncate(self, seq_id: int, n_tokens: int) -> None:
         """Drop seq_id's KV from position n_tokens on (0 drops it all)."""
+
+    def save(self, seq_id: int) -> bytes:
+        """seq_id's KV, serialised (llama_state_seq_get_data)."""
+
+    def restore(self, seq_id: int, data: bytes, share_from: int | None, shared: int) -> bool:
+        """Give the empty seq_id the KV that `save` wrote, then let its first `shared`
+        positions be the cells share_from holds (the in-KV part of the prefix, which
+        other sequences see already). False when llama.cpp could not place it; seq_id
+        then holds nothing."""
 
 
 def block_hash(parent: int | None, tokens: Sequence[int]) -> int:
@@ -66,11 +76,21 @@ class Block:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, num_seq_ids: int, kv: KVMemory):
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        num_seq_ids: int,
+        kv: KVMemory,
+        host: HostPrefixCache | None = None,
+    ):
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.num_seq_ids = num_seq_ids
         self._kv = kv
+        self.host = host if host is not None else HostPrefixCache(0)
+        """Where a cached prefix that interactive work left goes when it is evicted, and
+        where admit finds it again (host_cache.py)."""
         self.tables: dict[int, list[Block]] = {}
         self._free_ids: list[int] = list(range(num_seq_ids - 1, -1, -1))
         self._cached: LRU[int, bool] = LRU(num_seq_ids)
@@ -117,8 +137,24 @@ class BlockManager:
         return seq_id in self._free_ids
 
     def cached_prefix_len(self, tokens: Sequence[int]) -> int:
-        """Tokens a request would take from the cache; read-only, for estimates."""
-        return len(self.match(tokens)) * self.block_size
+        """Tokens a request would take from the cache, either tier; read-only, for
+        estimates (a restore from host RAM costs a copy, not a prefill)."""
+        in_kv = len(self.match(tokens))
+        if not len(self.host):
+            return in_kv * self.block_size
+        stored = self.host.longest(self._chain(tokens), tokens, use=False)
+        return max(in_kv, stored.blocks if stored else 0) * self.block_size
+
+    def _chain(self, tokens: Sequence[int]) -> list[int]:
+        """The chained hashes of tokens' full blocks, leaving the last token out, as
+        match walks them."""
+        size = self.block_size
+        chain: list[int] = []
+        parent: int | None = None
+        for i in range((len(tokens) - 1) // size):
+            parent = block_hash(parent, tokens[i * size : (i + 1) * size])
+            chain.append(parent)
+        return chain
 
     # -- lifetime --------------------------------------------------------------
 
@@ -128,18 +164,68 @@ class BlockManager:
         seq_id = self._take_id()
         if seq_id is None:
             return None
-        blocks = self.match(tokens)
         self.queried_tokens += len(tokens)
-        if blocks:
-            source = self._source_of(blocks[-1])
-            self._kv.copy_prefix(source, seq_id, len(blocks) * self.block_size)
-            for block in blocks:
-                self._hold(block, seq_id)
-            if source in self._cached:
-                self._cached.put(source, False)
-            self.hit_tokens += len(blocks) * self.block_size
-        self.tables[seq_id] = list(blocks)
-        return seq_id, len(blocks) * self.block_size
+        chain = self._chain(tokens) if len(self.host) else []
+        stored = self.host.longest(chain, tokens, use=True) if chain else None
+        blocks = self.match(tokens)
+        source = self._source_of(blocks[-1]) if blocks else None
+        # The stored copy lands whole before it is cut to length and its shared part
+        # is dropped for the cells source holds: it needs room for all of it, and
+        # source must stay.
+        if (
+            stored is not None
+            and stored.blocks > len(blocks)
+            and self._make_room(len(stored.entry.chain), spare=source)
+        ):
+            table = self._restore(
+                seq_id, tokens, chain[: stored.blocks], stored.entry, blocks, source
+            )
+        else:
+            table = list(blocks)
+            if blocks:
+                assert source is not None
+                self._kv.copy_prefix(source, seq_id, len(blocks) * self.block_size)
+        for block in table[: len(blocks)]:
+            self._hold(block, seq_id)
+        if source in self._cached and len(self.tables[source]) == len(blocks):  # type: ignore[index]
+            # A use of the whole cached prefix; one that shares only a preamble common to
+            # many prompts would otherwise keep whichever prompt it was read from fresh.
+            self._cached.put(source, False)  # type: ignore[arg-type]
+        self.hit_tokens += len(table) * self.block_size
+        self.tables[seq_id] = table
+        return seq_id, len(table) * self.block_size
+
+    def _restore(
+        self,
+        seq_id: int,
+        tokens: Sequence[int],
+        chain: list[int],
+        entry: StoredPrefix,
+        blocks: list[Block],
+        source: int | None,
+    ) -> list[Block]:
+        """seq_id's table after restoring entry from host RAM, cut to the blocks whose
+        hashes are chain, its first len(blocks) shared with source: the blocks, then new
+        ones, held and indexed. Just the blocks, copied as usual, when llama.cpp refuses
+        the restore."""
+        size = self.block_size
+        shared = len(blocks) * size
+        if not self._kv.restore(seq_id, entry.data, source, shared):
+            self.host.discard(entry)
+            if source is not None:
+                self._kv.copy_prefix(source, seq_id, shared)
+            return list(blocks)
+        if len(entry.chain) > len(chain):
+            self._kv.truncate(seq_id, len(chain) * size)
+        self.host.restored += 1
+        table = list(blocks)
+        for i in range(len(blocks), len(chain)):
+            block = Block(index=i, hash=chain[i], tokens=tuple(tokens[i * size : (i + 1) * size]))
+            self._hold(block, seq_id)
+            if i == 0 or self._is_indexed(table[i - 1]):
+                self._by_hash.setdefault(block.hash, block)  # type: ignore[arg-type]
+            table.append(block)
+        return table
 
     def reserve(self, seq_id: int, n_tokens: int, evict_interactive: bool = True) -> bool:
         """Grow seq_id's blocks to cover n_tokens positions, evicting cached prefixes if
@@ -202,9 +288,10 @@ class BlockManager:
                     self.release(other)
 
     def clear_cache(self) -> None:
-        """Evict every cached prefix (running requests keep their KV)."""
+        """Evict every cached prefix (running requests keep their KV), in host RAM too."""
         while self._cached:
             self.release(next(iter(self._cached)))
+        self.host.clear()
 
     # -- internals -------------------------------------------------------------
 
@@ -217,16 +304,34 @@ class BlockManager:
 
     def _take_id(self) -> int | None:
         if not self._free_ids and self._cached:
-            self.release(next(iter(self._cached)))
+            self._evict(next(iter(self._cached)))
         return self._free_ids.pop() if self._free_ids else None
 
-    def _make_room(self, need: int, evict_interactive: bool = True) -> bool:
+    def _make_room(
+        self, need: int, evict_interactive: bool = True, spare: int | None = None
+    ) -> bool:
         while self.free_blocks < need:
-            victim = next((s for s, bg in self._cached.items() if bg or evict_interactive), None)
+            victim = next(
+                (s for s, bg in self._cached.items() if (bg or evict_interactive) and s != spare),
+                None,
+            )
             if victim is None:
                 break
-            self.release(victim)
+            self._evict(victim)
         return self.free_blocks >= need
+
+    def _evict(self, seq_id: int) -> None:
+        """Release a cached prefix for room, first copying its KV to host RAM unless
+        background work left it (each of its prompts is mostly asked once) or it is
+        there already."""
+        table = self.tables[seq_id]
+        key = table[-1].hash
+        interactive = not self._cached.peek(seq_id)
+        if self.host.enabled and interactive and key is not None and not self.host.holds(key):
+            tokens = [token for block in table for token in block.tokens]
+            chain = [block.hash for block in table if block.hash is not None]
+            self.host.put(chain, tokens, self._kv.save(seq_id))
+        self.release(seq_id)
 
     def _hold(self, block: Block, seq_id: int) -> None:
         if not block.holders:
