@@ -118,6 +118,23 @@ def test_deadline_stops_at_the_last_sentence_end():
     assert seq.detokenizer.text == "Good value."
 
 
+def test_a_prompt_prefilled_beside_an_answer_slows_only_the_steps_it_takes():
+    """At a sentence end the answer goes on if its next sentence fits. A prompt that
+    arrived meanwhile makes the next two steps dearer, not all of them: priced as if
+    every coming step carried a prefill chunk (~680 ms for the next sentence here) the
+    answer was cut at "Good value." with 450 ms left, where it takes ~350 ms."""
+    runner = ScriptedRunner("Good value. Battery lasts all week.")
+    h = Harness(EngineConfig(block_size=4), runner=runner, overhead_s=0.01, timed=True)
+    answer = h.seq("answer", 6, deadline=0.63, max_tokens=64)
+    while len(answer.output_tokens) < 10:
+        h.step()
+    h.seq("arrival", 60, max_tokens=4, base=300)
+    h.run()
+    assert answer.finish_reason is FinishReason.STOP
+    assert answer.detokenizer.text == "Good value. Battery lasts all week."
+    assert h.now <= 0.63
+
+
 def _deferral_run(required: int) -> tuple[Harness, dict[str, float], dict[str, int]]:
     """A request owed 40 tokens by t=1.0 s is running when a second one arrives; each
     step costs 10 ms + 10 ms per token. Returns finish times and tokens per request."""

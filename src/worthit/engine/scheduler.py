@@ -375,29 +375,37 @@ class Scheduler:
         when not even one more step fits (Completion.text is then cut)."""
         assert seq.deadline is not None
         remaining = seq.deadline - now
-        tpot = self._next_steps_s(budget)
         left = seq.params.max_tokens - len(seq.output_tokens)
         if ends_sentence(seq.detokenizer.text):
             sentence = len(seq.output_tokens) - seq.sentence_mark
             seq.sentence_mark = len(seq.output_tokens)
             self.model.observe_sentence(sentence)
-            if remaining < min(self.model.sentence_tokens, left) * tpot:
+            steps = math.ceil(min(self.model.sentence_tokens, left))
+            if remaining < self._next_steps_s(budget, steps):
                 return FinishReason.DEADLINE
-        elif remaining < tpot:
+        elif remaining < self._next_steps_s(budget, 1):
             return FinishReason.DEADLINE
         return None
 
-    def _next_steps_s(self, budget: StepBudget) -> float:
-        """Expected duration of the coming steps: every running sequence decoding, plus
-        the prefill chunk the steps carry while a running prompt is pending (at least
-        min_prefill_chunk). (Not an EWMA of past steps: after a run of large
-        prefix-warming chunks that would read ~250 ms a token.)"""
+    def _next_steps_s(self, budget: StepBudget, steps: int) -> float:
+        """Expected duration of the next `steps` steps: every running sequence decoding,
+        the first of them also carrying the prompt tokens still pending, a chunk a step
+        (at least min_prefill_chunk) until they are in. Only those steps are dearer: a
+        sentence priced as if every step carried a chunk was cut with time to spare.
+        (Not an EWMA of past steps: after a run of large prefix-warming chunks that
+        would read ~250 ms a token.)"""
+        decode = self.model.predict(len(self.running))
         prefill = sum(s.pending for s in self.running if s.pending > 1)
         if not prefill:
-            return self.model.predict(len(self.running))
+            return steps * decode
         decoding = sum(1 for s in self.running if s.pending == 1)
-        chunk = min(prefill, self.estimator.prefill_per_step(budget.tpot_s, decoding))
-        return self.model.predict(len(self.running) + chunk, sampled=decoding + 1)
+        chunk = self.estimator.prefill_per_step(budget.tpot_s, decoding)
+        full, rest = divmod(prefill, chunk)
+        with_chunk = [chunk] * min(full, steps) + ([rest] if rest and full < steps else [])
+        chunked = sum(
+            self.model.predict(decoding + tokens, sampled=decoding + 1) for tokens in with_chunk
+        )
+        return chunked + (steps - len(with_chunk)) * decode
 
     def _expire(self, now: float, budget: StepBudget) -> None:
         """Finish the waiting requests that can no longer make their deadline, by the
