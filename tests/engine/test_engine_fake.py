@@ -438,3 +438,38 @@ def test_idle_engine_re_measures_a_small_step_after_large_ones():
         assert_clean(engine)
 
     asyncio.run(main())
+
+
+def test_a_prompt_refused_twice_while_busy_is_warmed_once_the_engine_is_idle():
+    """Refusals come when the engine is busy; the prefix is warmed when it is next idle,
+    not only if it happened to be idle at the refusal."""
+
+    async def main() -> None:
+        runner = GatedRunner(n_ctx=1024)
+        engine = make_engine(runner=runner)
+        try:
+            engine.step_model.overhead_s = 0.01
+            engine.step_model.per_token_s = 0.01
+            busy = engine.submit("a long answer", params=SamplingParams(max_tokens=4))
+            for _ in range(500):
+                if engine.status().running:
+                    break
+                await asyncio.sleep(0.002)
+            prompt = "FACTS about product 7. " * 10 + "Worth it?"
+            tokens = engine.runner.tokenize(prompt)
+            for _ in range(2):
+                with pytest.raises(AdmissionRefusedError):
+                    engine.submit(prompt, deadline_s=0.3)
+            assert engine.blocks.cached_prefix_len(tokens) == 0
+            runner.release()
+            await busy.collect()
+            for _ in range(1000):
+                if engine.blocks.cached_prefix_len(tokens) and not engine.scheduler.has_work():
+                    break
+                await asyncio.sleep(0.002)
+            size = engine.config.block_size
+            assert engine.blocks.cached_prefix_len(tokens) == (len(tokens) - 1) // size * size
+        finally:
+            engine.close()
+
+    asyncio.run(main())

@@ -495,6 +495,8 @@ class Engine:
                 log.debug("abort of unknown or finished request %s", item.request_id)
 
     def _idle(self) -> None:
+        if self.warmer.warm_deferred(self.blocks.cached_prefix_len):
+            return
         if not self._wake.wait(IDLE_PROBE_S):
             self.calibration.reprobe_if_stale(self._arrived)
             self.calibration.recalibrate_if_refused(self.admission.refused_for_time, self._arrived)

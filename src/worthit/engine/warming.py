@@ -3,9 +3,13 @@ questions expected to start with it.
 
 A prompt whose prefill cannot fit a deadline can still be served in time once its shared
 part is in the KV. A caller names the prompts it expects (``warm``); a prompt prefix
-refused for its deadline twice is warmed too (``after_refusal``), but only while the
-engine is otherwise idle: warming on the first refusal cached the long tail, and each of
-those prefixes evicted a more popular one (LRU) from an 8,192-cell cache within seconds.
+refused for its deadline twice is warmed too (``after_refusal``), but only into idle
+time: warming on the first refusal cached the long tail, and each of those prefixes
+evicted a more popular one (LRU) from an 8,192-cell cache within seconds. Refusals come
+when the engine is busy, so a prefix refused twice then is remembered and warmed when
+the engine is next idle (``warm_deferred``, most recently refused first, one at a time):
+warmed only if idle at the refusal itself, the product asked about in a burst stayed cold
+for the questions after it.
 Refusals are counted per block-aligned prefix, not per whole prompt: two questions about
 one product share its facts (the system message) and differ in their last blocks, so
 counted whole, a product asked two ways was never warmed, and every later question about
@@ -29,6 +33,9 @@ from worthit.text.lru import LRU
 
 REFUSALS_REMEMBERED = 16_384
 """Prefixes whose refusals are counted (a 100-token prompt has a dozen 8-token blocks)."""
+DEFERRED_WARMS = 32
+"""Prefixes refused often enough while the engine was busy, kept to warm when it is
+idle; the oldest is forgotten first (a few seconds of idle prefill at most)."""
 
 
 class PrefixWarmer:
@@ -49,6 +56,8 @@ class PrefixWarmer:
         """Request id -> prefix key of each warming request queued or running."""
         self._refused: LRU[int, int] = LRU(REFUSALS_REMEMBERED)
         """Refusal counts of recent prompt prefixes (bounded)."""
+        self._deferred: LRU[int, list[int]] = LRU(DEFERRED_WARMS)
+        """Prefix key -> its tokens, refused often enough while the engine was busy."""
 
     def warm(self, tokens: list[int], cached: int) -> bool:
         """Warm tokens' full blocks unless they are cached (cached = tokens already in
@@ -69,10 +78,29 @@ class PrefixWarmer:
             chain = hash((chain, tuple(tokens[end - size : end])))
             if self._count_refusal(chain) >= self.config.warm_after_refusals:
                 wanted, key = end, chain
+        if wanted <= cached:
+            return False
         budget = self._published.read()
         if budget.running or budget.waiting or self._inbox_size():
+            with self._lock:
+                self._deferred.put(key, tokens[:wanted])
             return False
         return self._start(tokens, cached, key, wanted)
+
+    def warm_deferred(self, cached_len: Callable[[list[int]], int]) -> bool:
+        """On the engine thread, when it is idle: warm the most recently refused prefix
+        that waits for idle time, unless a warming request is in flight or it is cached
+        meanwhile (cached_len: tokens of a prompt in the prefix cache)."""
+        while True:
+            with self._lock:
+                if self._in_flight or not self._deferred:
+                    return False
+                key = list(self._deferred)[-1]
+                tokens = self._deferred.pop(key)
+            assert tokens is not None
+            ahead = [*tokens, 0]  # cached_len leaves a prompt's last token out
+            if self._start(ahead, cached_len(ahead), key, len(tokens)):
+                return True
 
     def finished(self, request_id: str) -> None:
         with self._lock:
