@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_block_manager import compute
 
 from worthit.engine.kv.block_manager import BlockManager
 from worthit.engine.kv.host_cache import HostPrefixCache
@@ -13,14 +14,6 @@ from worthit.engine.scheduler import Chunk
 from engine_fakes import FakeRunner
 
 B = 4
-
-
-def compute(kv: FakeRunner, bm: BlockManager, seq_id: int, tokens: list[int], start: int):
-    """Reserve, 'decode' and commit tokens[start:] for seq_id."""
-    assert bm.reserve(seq_id, len(tokens))
-    chunk = Chunk(seq=None, seq_id=seq_id, start=start, tokens=tokens[start:], sample=False)  # type: ignore[arg-type]
-    kv.step([chunk], {})
-    bm.commit(seq_id, tokens, len(tokens))
 
 
 def serve(kv: FakeRunner, bm: BlockManager, prompt: list[int], recent: bool = True) -> int:
