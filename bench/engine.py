@@ -194,6 +194,26 @@ def step_model_ms(port: int, target: str) -> dict[str, float] | None:
     return {term: round(float(value) * 1000, 2) for term, value in terms} or None
 
 
+def prefix_cache(port: int, target: str) -> dict[str, float] | None:
+    """A worthit target's prefix-cache counters from /metrics, running totals: prompt
+    tokens looked up and found (either tier), prefixes restored from host RAM."""
+    if not target.startswith("worthit"):
+        return None
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    names = {
+        "queried_tokens": "worthit_engine_prefix_cache_queried_tokens_total",
+        "hit_tokens": "worthit_engine_prefix_cache_hit_tokens_total",
+        "host_restores": "worthit_engine_host_cache_restores_total",
+    }
+    found = {
+        key: float(m.group(1))
+        for key, name in names.items()
+        for m in [re.search(rf"^{name} (\S+)$", text, re.M)]
+        if m
+    }
+    return found or None
+
+
 def served_model(port: int, target: str) -> str:
     """The id to send: worthit answers an id its /v1/models does not list with a 404, as
     OpenAI does; the llama.cpp servers serve their one model whatever the id says."""
@@ -393,13 +413,20 @@ def main() -> None:
                 time.sleep(1.0)
                 try:
                     model_before = step_model_ms(ports[target], target)
+                    cache_before = prefix_cache(ports[target], target)
                     results = asyncio.run(run_rate(ports[target], rate, args, target))
                     model_after = step_model_ms(ports[target], target)
+                    cache_after = prefix_cache(ports[target], target)
                 finally:
                     procs[target].send_signal(signal.SIGSTOP)
                 summary = summarise(results, args.duration)
                 if model_after is not None:
                     summary["step_model_ms"] = {"before": model_before, "after": model_after}
+                if cache_after is not None:
+                    summary["prefix_cache"] = {
+                        key: value - (cache_before or {}).get(key, 0.0)
+                        for key, value in cache_after.items()
+                    }
                 summary["raw"] = [vars(r) for r in results]
                 report.setdefault(target, {})[str(rate)] = summary
                 shown = {k: v for k, v in summary.items() if k != "raw"}
