@@ -116,20 +116,19 @@ class BlockManager:
     def cached_prefixes(self) -> int:
         return len(self._cached)
 
-    def match(self, tokens: Sequence[int]) -> list[Block]:
+    def match(self, tokens: Sequence[int], chain: Sequence[int] | None = None) -> list[Block]:
         """Longest indexed prefix of tokens, leaving at least the last token to compute
-        (its logits are needed to sample the first output token)."""
+        (its logits are needed to sample the first output token). chain: tokens' block
+        hashes (`_chain`), when the caller has them already."""
         size = self.block_size
         found: list[Block] = []
-        parent: int | None = None
-        for i in range((len(tokens) - 1) // size):
-            chunk = tuple(tokens[i * size : (i + 1) * size])
-            h = block_hash(parent, chunk)
+        for i, h in enumerate(self._chain(tokens) if chain is None else chain):
             block = self._by_hash.get(h)
-            if block is None or block.tokens != chunk or not block.holders:
+            if block is None or block.tokens != tuple(tokens[i * size : (i + 1) * size]):
+                break
+            if not block.holders:
                 break
             found.append(block)
-            parent = h
         return found
 
     def is_free(self, seq_id: int) -> bool:
@@ -139,10 +138,9 @@ class BlockManager:
     def cached_prefix_len(self, tokens: Sequence[int]) -> int:
         """Tokens a request would take from the cache, either tier; read-only, for
         estimates (a restore from host RAM costs a copy, not a prefill)."""
-        in_kv = len(self.match(tokens))
-        if not len(self.host):
-            return in_kv * self.block_size
-        stored = self.host.longest(self._chain(tokens), tokens, use=False)
+        chain = self._chain(tokens)
+        in_kv = len(self.match(tokens, chain))
+        stored = self.host.longest(chain, tokens, use=False)
         return max(in_kv, stored.blocks if stored else 0) * self.block_size
 
     def _chain(self, tokens: Sequence[int]) -> list[int]:
@@ -165,9 +163,9 @@ class BlockManager:
         if seq_id is None:
             return None
         self.queried_tokens += len(tokens)
-        chain = self._chain(tokens) if len(self.host) else []
-        stored = self.host.longest(chain, tokens, use=True) if chain else None
-        blocks = self.match(tokens)
+        chain = self._chain(tokens)
+        stored = self.host.longest(chain, tokens, use=True)
+        blocks = self.match(tokens, chain)
         source = self._source_of(blocks[-1]) if blocks else None
         # The stored copy lands whole before it is cut to length and its shared part
         # is dropped for the cells source holds: it needs room for all of it, and
@@ -187,10 +185,14 @@ class BlockManager:
                 self._kv.copy_prefix(source, seq_id, len(blocks) * self.block_size)
         for block in table[: len(blocks)]:
             self._hold(block, seq_id)
-        if source in self._cached and len(self.tables[source]) == len(blocks):  # type: ignore[index]
-            # A use of the whole cached prefix; one that shares only a preamble common to
-            # many prompts would otherwise keep whichever prompt it was read from fresh.
-            self._cached.put(source, False)  # type: ignore[arg-type]
+        # A use of the whole cached prefix; one that shares only a preamble common to
+        # many prompts would otherwise keep whichever prompt it was read from fresh.
+        if (
+            source is not None
+            and source in self._cached
+            and len(self.tables[source]) == len(blocks)
+        ):
+            self._cached.put(source, False)
         self.hit_tokens += len(table) * self.block_size
         self.tables[seq_id] = table
         return seq_id, len(table) * self.block_size
