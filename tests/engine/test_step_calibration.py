@@ -173,3 +173,28 @@ def test_an_idle_engine_prices_a_lone_decode_step_at_what_it_takes() -> None:
     steps = len(runner.steps)
     calibration.reprobe_if_stale()
     assert len(runner.steps) == steps
+
+
+def test_refusals_while_prompts_teach_the_model_start_no_calibration() -> None:
+    """Its 64-token step cannot be stopped once started, and an arrival waits for it: at
+    1 request a second on a slow 2-core host requests admitted at 0.70 s of an 800 ms
+    deadline expired 200 ms later, waiting for one. Refusals priced by a per-token cost
+    that computed prompts keep measuring start none; refusals after nothing was computed
+    since (the model refusing everything) still do."""
+    config = EngineConfig()
+    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
+    model = StepTimeModel()
+    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
+    calibration = Calibration(config, runner, model, blocks, clock=runner.clock)
+    assert calibration.calibrate()
+    runner.now += 60.0  # old enough to calibrate again
+    for _ in range(3):  # prompt chunks of the traffic, each timed into the model
+        model.observe(64, OVERHEAD_S + 64 * PER_TOKEN_S + PER_SAMPLE_S, sampled=1)
+    steps = len(runner.steps)
+    calibration.recalibrate_if_refused(refused=3)
+    assert len(runner.steps) == steps
+    runner.cost = (2 * OVERHEAD_S, 2 * PER_TOKEN_S, 2 * PER_SAMPLE_S)  # a slow spell
+    before = model.predict(1)
+    calibration.recalibrate_if_refused(refused=5)  # refused again, nothing computed since
+    assert len(runner.steps) > steps
+    assert model.predict(1) == pytest.approx(2 * before, rel=0.05)

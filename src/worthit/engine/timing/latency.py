@@ -52,6 +52,9 @@ class StepTimeModel:
         self.steps_since_anchor = 0
         """Steps taught since the overhead was last anchored to a one-token decode timed
         alone (``anchor``): when idle and this is not 0 the engine times one."""
+        self.large_steps_seen = 0
+        """Steps of at least LARGE_STEP_TOKENS taught so far, ever: while this grows, real
+        steps keep measuring the per-token cost (timing/step_calibration.py)."""
 
     @property
     def per_sample_s(self) -> float:
@@ -73,6 +76,7 @@ class StepTimeModel:
                 self.per_token_s += 0.2 * (per_token - self.per_token_s)
                 overhead_weight = 0.01
                 self.large_steps_since_small += 1
+                self.large_steps_seen += 1
             else:
                 overhead_weight = 0.2
                 self.large_steps_since_small = 0

@@ -22,8 +22,12 @@ A model measured too slow refuses every interactive request, and refused request
 nothing: a start-up calibration taken while the machine was busy (the API workers of
 `worthit serve --workers` importing and building their caches beside a niced engine) left
 one engine process refusing every explanation for good. So when requests were refused for
-time since the last measurement, an idle engine calibrates again, at most once every
-``RECALIBRATE_EVERY_S``, and less often while it keeps finding the model right.
+time since the last measurement and no prompt chunk has taught the model since, an idle
+engine calibrates again, at most once every ``RECALIBRATE_EVERY_S``, and less often while it
+keeps finding the model right. Where prompts were computed since, the refusals were priced
+by a per-token cost that real steps keep measuring, and the calibration would only hold up
+the next arrival: its 64-token step cannot be stopped once started (about 200 ms on a slow
+2-core host), and at 1 request a second an arrival met one in a third of the idle gaps.
 
 Background steps run on ``background_threads``; when that is not ``n_threads`` they
 are timed into a model of their own, calibrated at start the same way on those threads.
@@ -98,6 +102,8 @@ class Calibration:
         self.calibrations = 0
         self._calibrated_at = -float("inf")
         self._refused_at_calibration = 0
+        self._taught_at_calibration = 0
+        """The model's ``large_steps_seen`` when refusals were last weighed."""
         self._recalibrate_after_s = RECALIBRATE_EVERY_S
 
     def calibrate(self, refused: int = 0, arrived: Callable[[], bool] = lambda: False) -> bool:
@@ -125,8 +131,9 @@ class Calibration:
             if len(timed) < len(runs):
                 return False
             model.remeasure(timed[1], timed[0], timed[2])
-        self._calibrated_at = time.monotonic()
+        self._calibrated_at = self.clock()
         self._refused_at_calibration = refused
+        self._taught_at_calibration = self.model.large_steps_seen
         self.calibrations += 1
         return True
 
@@ -134,7 +141,8 @@ class Calibration:
         self, refused: int, arrived: Callable[[], bool] = lambda: False
     ) -> None:
         """Calibrate again, replacing the models, if requests were refused for time since
-        the last calibration (`refused` counts them all so far), it is old enough
+        the last calibration (`refused` counts them all so far) and no step of
+        LARGE_STEP_TOKENS or more has taught the model since, it is old enough
         (`RECALIBRATE_EVERY_S`, doubling while the model proves right), and the spare
         sequence id and blocks for the probe are free. Only when the engine is idle, and
         never for an engine started without calibration (a test's fake runner keeps the
@@ -142,7 +150,11 @@ class Calibration:
         tries again."""
         if self.calibrations == 0 or refused == self._refused_at_calibration:
             return
-        if time.monotonic() - self._calibrated_at < self._recalibrate_after_s:
+        taught = self.model.large_steps_seen
+        if taught != self._taught_at_calibration:
+            self._refused_at_calibration, self._taught_at_calibration = refused, taught
+            return
+        if self.clock() - self._calibrated_at < self._recalibrate_after_s:
             return
         needed = -(-PROBE_TOKENS // self.blocks.block_size)
         if not self.blocks.is_free(self.seq_id) or self.blocks.free_blocks < needed:
