@@ -94,3 +94,17 @@ def test_decode_steps_pay_a_sampled_row_each_and_follow_a_slower_machine(
     for n, rows in ((1, 1), (2, 2), (6, 6), (100, 1), (100, 3)):
         expected = k * three(a, b, c, n, rows)
         assert model.predict(n, sampled=rows) == pytest.approx(expected, rel=0.05)
+
+
+def test_a_step_the_process_was_paused_in_teaches_nothing():
+    """bench/engine.py stops the targets it is not running (SIGSTOP), as `docker pause` or
+    a migrated VM would: a step caught by it took 30 s, and learnt, it priced every
+    request for seconds after at minutes and refused them all. A slower machine is still
+    followed."""
+    model = StepTimeModel(overhead_s=0.008, per_token_s=0.003)
+    for tokens, sampled in ((1, None), (64, 1)):
+        before = (model.predict(1), model.predict(64, 1))
+        model.observe(tokens, 30.0, sampled)
+        assert (model.predict(1), model.predict(64, 1)) == before
+    model.observe(1, 3 * model.predict(1), decode_only=True)
+    assert model.predict(1) > before[0]

@@ -31,6 +31,13 @@ SENTENCE_TOKENS_PRIOR = 18.0
 LARGE_STEP_TOKENS = 32
 """Steps with at least this many tokens teach the per-token cost; smaller ones the
 overhead."""
+PAUSED_FACTOR = 10.0
+PAUSED_FLOOR_S = 0.5
+"""A step that took more than PAUSED_FACTOR times its price, and more than PAUSED_FLOOR_S,
+was paused, not slow: the process was stopped (SIGSTOP, `docker pause`, a VM migrated) in
+the middle of it, and it teaches nothing. `bench/engine.py` stops the targets it is not
+running; steps caught by that stop taught models 5.7-7.8 s of overhead or 107-188 ms a
+token, and each one refused every request for the first seconds of the next rate."""
 
 
 class StepTimeModel:
@@ -65,11 +72,13 @@ class StepTimeModel:
         self, n_tokens: int, seconds: float, sampled: int | None = None, decode_only: bool = False
     ) -> None:
         """A step of `n_tokens` took `seconds`; `sampled` of its rows were sampled (None:
-        all of them, a decode step)."""
+        all of them, a decode step). A paused step (PAUSED_FACTOR) is not learnt."""
+        n = max(1, n_tokens)
+        rows = n if sampled is None else sampled
         with self._lock:
             self.steps_since_anchor += 1
-            n = max(1, n_tokens)
-            rows = n if sampled is None else sampled
+            if seconds > max(PAUSED_FACTOR * self.predict(n, rows), PAUSED_FLOOR_S):
+                return
             if n >= LARGE_STEP_TOKENS:
                 per_token = (seconds - self.overhead_s) / (n + self.sample_share * rows)
                 per_token = max(1e-5, per_token)
