@@ -123,7 +123,12 @@ def start_target(
             env["PYTHONPATH"] = args.before
         if args.default_deadline_ms:
             cmd += ["--default-deadline-ms", str(args.default_deadline_ms)]
-        cmd += ["--tpot-target-ms", str(args.tpot_target_ms), *args.worthit_args.split()]
+        extra = (
+            args.before_args
+            if name == "worthit-before" and args.before_args is not None
+            else args.worthit_args
+        )
+        cmd += ["--tpot-target-ms", str(args.tpot_target_ms), *extra.split()]
     elif name == "llama_cpp":
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
                "127.0.0.1", "--port", str(port), "--n_threads", str(args.threads),
@@ -375,6 +380,9 @@ def main() -> None:
     parser.add_argument("--tpot-target-ms", type=float, default=40.0,
                         help="worthit's TPOT target, held by its batch window")  # fmt: skip
     parser.add_argument("--worthit-args", default="", help="extra worthit engine serve args")
+    parser.add_argument("--before-args", default=None,
+                        help="worthit-before's extra args instead of --worthit-args "
+                             "(a flag the code before does not know)")  # fmt: skip
     parser.add_argument("--llama-server", default=None)
     parser.add_argument("--anchor-pythonpath", default=None)
     parser.add_argument(

@@ -13,7 +13,7 @@ import pytest
 from gguf import GGUFReader, GGUFWriter
 from llama_cpp import Llama
 
-from worthit.cli.options import model_files
+from worthit.cli.options import Weights, model_files
 from worthit.engine.lora_merge import ADAPTER_KEY
 from worthit.engine.weights import CACHE_ENV, compute_weights, file_type, weights_for
 from worthit.explain.adapter import bundled_adapter_path
@@ -77,6 +77,16 @@ def test_the_cli_loads_the_adapter_of_the_file_named_folded_into_its_upcast(
     assert loaded.name == "SmolLM2-135M-Instruct.Q4_1+explain-lora.Q8_0.gguf"
     assert lora is None, "the adapter is in the weights, not applied again at run time"
     assert model_files(None, "none") == (weights, None)
+
+
+def test_as_is_loads_the_file_named_and_applies_its_adapter_at_run_time(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`engine serve --weights as-is`: nothing is upcast or folded, nothing is written."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert model_files(None, None, Weights.AS_IS) == (model_path, shipped_adapter())
+    assert model_files(None, "none", Weights.AS_IS) == (model_path, None)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from worthit.cli.errors import user_errors
-from worthit.cli.options import LoraOption, model_files
+from worthit.cli.options import LoraOption, Weights, WeightsOption, model_files
 from worthit.engine.config import EngineConfig
 from worthit.engine.model_files import MODEL_ENV
 
@@ -32,6 +32,7 @@ def engine_serve_command(
         typer.Option("--model", envvar=MODEL_ENV, help="A GGUF model (default: bundled SmolLM2)."),
     ] = None,
     lora: LoraOption = None,
+    weights: WeightsOption = Weights.UPCAST,
     threads: Annotated[int, typer.Option(min=1, help="CPU threads for llama.cpp.")] = 2,
     context: Annotated[int, typer.Option(min=256, help="KV cells shared by all requests.")] = 4096,
     host_cache_mb: Annotated[
@@ -72,7 +73,7 @@ def engine_serve_command(
         tpot_target_s=tpot_target_ms / 1000,
         default_deadline_s=None if default_deadline_ms is None else default_deadline_ms / 1000,
     )
-    model_path, lora_path = model_files(model, lora)
+    model_path, lora_path = model_files(model, lora, weights)
     engine = Engine(LlamaRunner(model_path, config, lora_path), config)
     engine.claim_current_thread()
     app = create_app(ServiceSettings(db_path=None, auth=False), engine=engine)
