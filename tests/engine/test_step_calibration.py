@@ -68,6 +68,16 @@ def calibrated(
     return live, background
 
 
+def interactive_calibration() -> tuple[TimedRunner, StepTimeModel, Calibration]:
+    """A default engine's calibration of its one step-time model on the TimedRunner
+    machine, not yet run."""
+    config = EngineConfig()
+    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
+    model = StepTimeModel()
+    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
+    return runner, model, Calibration(config, runner, model, blocks, clock=runner.clock)
+
+
 def test_the_start_calibration_leaves_the_measured_line_not_the_priors() -> None:
     live, background = calibrated(EngineConfig(n_threads=2, background_threads=1))
     for model in (live, background):
@@ -134,11 +144,7 @@ def test_work_arriving_stops_a_calibration_which_leaves_the_model_as_it_was() ->
     host: a request arriving meanwhile must not wait for the rest. Stopped, it leaves the
     model it had not finished as it was and frees the probe's KV; run again in full, it
     measures the machine as it is now."""
-    config = EngineConfig()
-    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
-    model = StepTimeModel()
-    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
-    calibration = Calibration(config, runner, model, blocks, clock=runner.clock)
+    runner, model, calibration = interactive_calibration()
     assert calibration.calibrate()
     before = model.predict(1)
     runner.cost = (2 * OVERHEAD_S, 2 * PER_TOKEN_S, 2 * PER_SAMPLE_S)  # a slow spell
@@ -157,11 +163,7 @@ def test_an_idle_engine_prices_a_lone_decode_step_at_what_it_takes() -> None:
     burst at 2 requests a second): the next arrival, alone, would be refused. Idle after
     traffic, the engine times such a step and anchors the overhead to it; with nothing
     run since, it times nothing."""
-    config = EngineConfig()
-    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
-    model = StepTimeModel()
-    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
-    calibration = Calibration(config, runner, model, blocks, clock=runner.clock)
+    runner, model, calibration = interactive_calibration()
     calibration.calibrate()
     for _ in range(20):  # three answers decoding together, each step 6 ms dearer
         model.observe(3, OVERHEAD_S + 3 * (PER_TOKEN_S + PER_SAMPLE_S) + 0.006, 3, True)
@@ -181,11 +183,7 @@ def test_refusals_while_prompts_teach_the_model_start_no_calibration() -> None:
     deadline expired 200 ms later, waiting for one. Refusals priced by a per-token cost
     that computed prompts keep measuring start none; refusals after nothing was computed
     since (the model refusing everything) still do."""
-    config = EngineConfig()
-    runner = TimedRunner(OVERHEAD_S, PER_TOKEN_S, PER_SAMPLE_S)
-    model = StepTimeModel()
-    blocks = BlockManager(config.num_blocks, config.block_size, config.num_seq_ids, runner)
-    calibration = Calibration(config, runner, model, blocks, clock=runner.clock)
+    runner, model, calibration = interactive_calibration()
     assert calibration.calibrate()
     runner.now += 60.0  # old enough to calibrate again
     for _ in range(3):  # prompt chunks of the traffic, each timed into the model
