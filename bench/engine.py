@@ -189,12 +189,16 @@ async def one_request(
     return Result(scheduled, ttft, time.monotonic() - scheduled, tokens, finish, 200)
 
 
+def metrics_text(port: int) -> str:
+    return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+
+
 def step_model_ms(port: int, target: str) -> dict[str, float] | None:
     """A worthit target's step-time model as its /metrics shows it (ms): what its
     admission priced the run's requests with."""
     if not target.startswith("worthit"):
         return None
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = metrics_text(port)
     terms = re.findall(r'^worthit_engine_step_model_seconds\{term="(\w+)"\} (\S+)$', text, re.M)
     return {term: round(float(value) * 1000, 2) for term, value in terms} or None
 
@@ -204,7 +208,7 @@ def prefix_cache(port: int, target: str) -> dict[str, float] | None:
     tokens looked up and found (either tier), prefixes restored from host RAM."""
     if not target.startswith("worthit"):
         return None
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = metrics_text(port)
     names = {
         "queried_tokens": "worthit_engine_prefix_cache_queried_tokens_total",
         "hit_tokens": "worthit_engine_prefix_cache_hit_tokens_total",
