@@ -31,6 +31,7 @@ def test_a_run_of_same_sized_prefill_chunks_keeps_the_decode_cost():
 
 @settings(max_examples=200, deadline=None)
 @example(a=0.0078125, b=0.0078125, sizes=[512, 512, 32, 512, 512, 32])
+@example(a=0.015625, b=0.0078125, sizes=[32, 32, 32, 512, 32, 512, 512, 512])
 @given(
     a=st.floats(0.001, 0.05),
     b=st.floats(0.0005, 0.01),

@@ -10,16 +10,18 @@ joining a running answer would be priced under its cost by a quarter of its deco
 time. The per-sample cost is measured at calibration as a share of the per-token cost
 and kept at that share, both being weights streamed through the same cores, which a
 slow spell of the machine slows alike. The other two coefficients are learned as two
-coupled EWMAs rather than by regression:
-small steps (decode) say what a step costs beyond its tokens, large steps (prefill
-chunks) what each token costs beyond the overhead. A least-squares fit with forgetting
-went wrong in the way that mattered: after a run of same-sized prefill chunks (prefix
-warming, 80 tokens each) the tokens' spread vanished, the slope became noise, and the
-fitted overhead rose to 125 ms, so admission refused every request. Large steps still
-move the overhead a little, but steps of one size cannot separate the two coefficients,
-so after any traffic the engine times a lone decode step when it is next idle and
-anchors the overhead to it (``anchor``, ``steps_since_anchor``). Admission, the token
-budget and the adaptive batch window all read this model.
+coupled EWMAs rather than by regression: small steps (decode) say what a step costs
+beyond its tokens, large steps (prefill chunks) what each token costs beyond the
+overhead, and nothing about the overhead: a large step's residual is the per-token error
+times its size, so a 512-token chunk after 32-token ones fed the overhead's error back
+into it, amplified (a mix of one decode step to nine prefill chunks settled at five
+times the true overhead). A least-squares fit with forgetting went wrong in the way that
+mattered: after a run of same-sized prefill chunks (prefix warming, 80 tokens each) the
+tokens' spread vanished, the slope became noise, and the fitted overhead rose to 125 ms,
+so admission refused every request. Steps of one size cannot separate the two
+coefficients, so after any traffic the engine times a lone decode step when it is next
+idle and anchors the overhead to it (``anchor``, ``steps_since_anchor``). Admission, the
+token budget and the adaptive batch window all read this model.
 """
 
 from __future__ import annotations
@@ -83,14 +85,12 @@ class StepTimeModel:
                 per_token = (seconds - self.overhead_s) / (n + self.sample_share * rows)
                 per_token = max(1e-5, per_token)
                 self.per_token_s += 0.2 * (per_token - self.per_token_s)
-                overhead_weight = 0.01
                 self.large_steps_since_small += 1
                 self.large_steps_seen += 1
             else:
-                overhead_weight = 0.2
+                overhead = max(0.0, seconds - self.per_token_s * n - self.per_sample_s * rows)
+                self.overhead_s += 0.2 * (overhead - self.overhead_s)
                 self.large_steps_since_small = 0
-            overhead = max(0.0, seconds - self.per_token_s * n - self.per_sample_s * rows)
-            self.overhead_s += overhead_weight * (overhead - self.overhead_s)
             self.step_ewma_s = 0.8 * self.step_ewma_s + 0.2 * seconds
             if decode_only:
                 self.decode_step_ewma_s = 0.8 * self.decode_step_ewma_s + 0.2 * seconds
