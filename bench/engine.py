@@ -264,11 +264,15 @@ async def run_rate(port: int, rate: float, args: argparse.Namespace, target: str
         return list(await asyncio.gather(*jobs))
 
 
-async def single_stream(ports: dict[str, int], trials: int) -> dict[str, dict[str, object]]:
+async def single_stream(
+    ports: dict[str, int], trials: int, fill: int = 0
+) -> dict[str, dict[str, object]]:
     """One request at a time on idle servers, the targets taking turns trial by trial
     (so a slow spell of the machine hits all alike): TTFT of a product prompt never
     seen (cold), of the same product with another question (warm: the facts prefix is
-    cached), and the time per output token of a long answer (decode speed)."""
+    cached), and the time per output token of a long answer (decode speed). `fill`:
+    first ask about that many other products, one token each, so the trials run with
+    a prompt cache as full as traffic leaves it rather than on a fresh server."""
     samples: dict[str, dict[str, list[float]]] = {
         t: {"cold": [], "warm": [], "tpot": []} for t in ports
     }
@@ -292,6 +296,9 @@ async def single_stream(ports: dict[str, int], trials: int) -> dict[str, dict[st
         return await one_request(clients[target], body, time.monotonic())
 
     try:
+        for product in range(20_000, 20_000 + fill):
+            for target in ports:
+                await ask(target, product, QUESTIONS[0], 1)
         for trial in range(trials):
             product = 10_000 + trial  # never part of the Poisson phase
             for target in ports:
@@ -396,6 +403,8 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write all results as JSON here")
     parser.add_argument("--single-trials", type=int, default=9,
                         help="cold/warm TTFT and decode-speed trials before the sweep")  # fmt: skip
+    parser.add_argument("--single-fill", type=int, default=0,
+                        help="products asked about, one token each, before them")  # fmt: skip
     args = parser.parse_args()
     model = resolve_model_path(args.model)
     rates = [float(r) for r in args.rates.split(",")]
@@ -405,7 +414,7 @@ def main() -> None:
         ports = {t: free_port() for t in targets}
         procs = [start_target(t, args, model, ports[t]) for t in targets]
         try:
-            single = asyncio.run(single_stream(ports, args.single_trials))
+            single = asyncio.run(single_stream(ports, args.single_trials, args.single_fill))
         finally:
             for proc in procs:
                 proc.terminate()

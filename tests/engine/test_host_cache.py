@@ -27,8 +27,13 @@ def serve(kv: FakeRunner, bm: BlockManager, prompt: list[int], recent: bool = Tr
     return cached
 
 
-def manager(kv: FakeRunner, num_blocks: int = 6, host_bytes: int = 1 << 20) -> BlockManager:
-    return BlockManager(num_blocks, B, num_seq_ids=4, kv=kv, host=HostPrefixCache(host_bytes))
+def manager(
+    kv: FakeRunner, num_blocks: int = 6, host_bytes: int = 1 << 20, resident: int | None = None
+) -> BlockManager:
+    return BlockManager(
+        num_blocks, B, num_seq_ids=4, kv=kv, host=HostPrefixCache(host_bytes),
+        resident_blocks=resident,
+    )  # fmt: skip
 
 
 def test_an_evicted_prefix_comes_back_from_host_ram_not_recomputed():
@@ -62,6 +67,43 @@ def test_the_part_still_in_the_kv_is_shared_not_restored_twice():
     holder = next(s for s, cells in kv.kv.items() if s != seq and cells[:8] == kv.kv[seq][:8])
     assert holder != seq  # the preamble's cells are the ones another sequence holds
     bm.check()
+
+
+def test_past_the_resident_blocks_a_finished_prompt_leaves_the_kv_for_host_ram():
+    """Attention visits every cell up to the highest in use, so idle prefixes go to host
+    RAM once the blocks in use pass resident_blocks, least recently used first, and come
+    back from there."""
+    kv = FakeRunner(n_ctx=12 * B)
+    bm = manager(kv, num_blocks=12, resident=4)
+    first, second = [1] * 12 + [5], [2] * 12 + [5]
+    serve(kv, bm, first)
+    assert len(bm.host) == 0 and bm.used_blocks == 3  # within the limit: stays in the KV
+    serve(kv, bm, second)
+    assert len(bm.host) == 1 and bm.used_blocks == 3  # `first` went, the newest stayed
+    assert serve(kv, bm, first) == 12 and kv.restores == 1
+    assert bm.used_blocks == 3 and bm.cached_prefix_len(second) == 12  # and now `second`
+    bm.check()
+
+
+def test_a_prefix_a_running_request_shares_is_not_moved_out():
+    """Moving out a prefix whose cells a running request holds would free nothing."""
+    kv = FakeRunner(n_ctx=12 * B)
+    bm = manager(kv, num_blocks=12, resident=3)
+    prompt = [1] * 12 + [5]
+    serve(kv, bm, prompt)  # 3 blocks: within the limit
+    _, cached = bm.admit([*prompt[:12], 7, 7])  # type: ignore[misc]
+    assert cached == 12  # shares the cached prefix's 3 blocks
+    serve(kv, bm, [3] * 4 + [5])  # one block more: over the limit
+    assert bm.used_blocks == 3 and bm.host.stored == 1  # the new one went, not `prompt`
+    assert bm.cached_prefixes == 1 and bm.match(prompt)
+    bm.check()
+
+
+def test_without_a_host_tier_prefixes_stay_in_the_kv():
+    kv = FakeRunner(n_ctx=12 * B)
+    bm = manager(kv, num_blocks=12, host_bytes=0, resident=1)
+    serve(kv, bm, [1] * 12 + [5])
+    assert bm.used_blocks == 3 and bm.cached_prefixes == 1
 
 
 def test_what_background_work_left_is_not_copied_out():
@@ -167,15 +209,17 @@ prompts = st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=20), min_siz
 
 
 @settings(max_examples=150, deadline=None)
-@given(prompts, st.integers(4, 10), st.integers(0, 400), st.booleans())
+@given(
+    prompts, st.integers(4, 10), st.integers(0, 400), st.booleans(), st.none() | st.integers(0, 6)
+)
 def test_a_request_sees_exactly_its_prompt_whatever_tier_it_came_from(
-    sequence, num_blocks, host_bytes, refuse
+    sequence, num_blocks, host_bytes, refuse, resident
 ):
     """Whatever was evicted, stored, forgotten or refused, a request admitted with
     `cached` tokens holds exactly its prompt's first `cached` tokens, the bookkeeping
     agrees with itself, and the KV never overflows (FakeRunner asserts that)."""
     kv = FakeRunner(n_ctx=num_blocks * B)
-    bm = manager(kv, num_blocks=num_blocks, host_bytes=host_bytes)
+    bm = manager(kv, num_blocks=num_blocks, host_bytes=host_bytes, resident=resident)
     for i, prompt in enumerate(sequence):
         kv.refuse_restores = refuse and i % 3 == 0
         if len(prompt) > num_blocks * B:

@@ -47,6 +47,14 @@ class EngineConfig:
     some 200 product prompts; 0 turns the tier off. (llama-server's ``--cache-ram``
     defaults to 8 GiB.)"""
 
+    resident_cells: int = 512
+    """KV cells in use beyond which cached prefixes leave the pool for the host tier when a
+    request ends (least recently used first; with `host_cache_bytes` 0, or with
+    `kv_streams`, they stay until their room is needed). In a pool, llama.cpp's attention
+    visits every cell up to the highest one in use, so idle prefixes filling the cells made
+    every step dearer (docs/engine.md, "Resident cells"); the copy back costs 1-2 ms once
+    per request."""
+
     max_batch_tokens: int = 512
     """Hard cap of tokens in one llama_decode call (decode tokens + prefill chunks)."""
 
@@ -166,6 +174,8 @@ class EngineConfig:
             raise ValueError("llama.cpp allows at most 256 sequence ids")
         if self.host_cache_bytes < 0:
             raise ValueError("host_cache_bytes must not be negative")
+        if self.resident_cells < 0:
+            raise ValueError("resident_cells must not be negative")
         if self.max_batch_tokens < self.max_sequences + 1:
             raise ValueError("max_batch_tokens must exceed max_sequences")
         if self.min_prefill_chunk < 1 or self.block_size < 1:
@@ -186,6 +196,14 @@ class EngineConfig:
             raise ValueError("max_sequences_per_tenant must be at least 1")
         if self.tenant_prompt_weight < 0 or self.tenant_output_weight < 0:
             raise ValueError("tenant weights must not be negative")
+
+    @property
+    def resident_blocks(self) -> int | None:
+        """`resident_cells` in blocks, None where it does not apply (`kv_streams`, or no
+        host tier to keep the prefixes it moves out)."""
+        if self.kv_streams or not self.host_cache_bytes:
+            return None
+        return self.resident_cells // self.block_size
 
     @property
     def num_blocks(self) -> int:

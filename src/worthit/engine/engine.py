@@ -99,7 +99,7 @@ class Engine:
         self.prompts = PromptBuilder(runner.tokenize, self.chat_template, config.sequence_cells)
         self.blocks = BlockManager(
             config.num_blocks, config.block_size, config.num_seq_ids, runner,
-            HostPrefixCache(config.host_cache_bytes),
+            HostPrefixCache(config.host_cache_bytes), config.resident_blocks,
         )  # fmt: skip
         self.step_model = StepTimeModel()
         self.background_step_model = (

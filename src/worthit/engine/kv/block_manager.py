@@ -83,6 +83,7 @@ class BlockManager:
         num_seq_ids: int,
         kv: KVMemory,
         host: HostPrefixCache | None = None,
+        resident_blocks: int | None = None,
     ):
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -91,6 +92,11 @@ class BlockManager:
         self.host = host if host is not None else HostPrefixCache(0)
         """Where a cached prefix that interactive work left goes when it is evicted, and
         where admit finds it again (host_cache.py)."""
+        self.resident_blocks = resident_blocks
+        """Blocks in use beyond which a request's end moves cached prefixes to host RAM
+        (None: they stay until their room is needed). llama.cpp's attention visits every
+        cell up to the highest one in use, so an idle prefix in the cells makes every
+        decode step dearer; from host RAM it comes back in a copy of a millisecond or two."""
         self.tables: dict[int, list[Block]] = {}
         self._free_ids: list[int] = list(range(num_seq_ids - 1, -1, -1))
         self._cached: LRU[int, bool] = LRU(num_seq_ids)
@@ -264,9 +270,14 @@ class BlockManager:
 
     def release(self, seq_id: int, keep_tokens: int = 0, recent: bool = True) -> None:
         """End seq_id's hold. With keep_tokens, its indexed full blocks among the first
-        keep_tokens stay in the KV as a cached prefix, unless another sequence already
-        holds them all. recent=False files the prefix as the least recently used, first
-        to go (background work's: it must not push out what interactive requests left)."""
+        keep_tokens stay cached, unless another sequence already holds them all: in the
+        KV, or in host RAM once the blocks in use exceed `resident_blocks`. recent=False
+        files the prefix as the least recently used, first to go (background work's: it
+        must not push out what interactive requests left)."""
+        self._release(seq_id, keep_tokens, recent)
+        self._trim()
+
+    def _release(self, seq_id: int, keep_tokens: int = 0, recent: bool = True) -> None:
         table = self.tables[seq_id]
         keep = 0
         limit = min(keep_tokens // self.block_size, len(table))
@@ -287,12 +298,12 @@ class BlockManager:
         for block in table[:-1]:
             for other in list(block.holders):
                 if other in self._cached and self.tables[other][-1] is block:
-                    self.release(other)
+                    self._release(other)
 
     def clear_cache(self) -> None:
         """Evict every cached prefix (running requests keep their KV), in host RAM too."""
         while self._cached:
-            self.release(next(iter(self._cached)))
+            self._release(next(iter(self._cached)))
         self.host.clear()
 
     # -- internals -------------------------------------------------------------
@@ -333,7 +344,23 @@ class BlockManager:
             tokens = [token for block in table for token in block.tokens]
             chain = [block.hash for block in table if block.hash is not None]
             self.host.put(chain, tokens, self._kv.save(seq_id))
-        self.release(seq_id)
+        self._release(seq_id)
+
+    def _trim(self) -> None:
+        """Evict cached prefixes, least recently used first, while the blocks in use
+        exceed `resident_blocks`; only with the host tier on, which keeps what
+        interactive work left. A prefix whose last block another sequence holds is
+        skipped: it frees no cell (a holder of a block holds its parents)."""
+        limit = self.resident_blocks
+        if limit is None or not self.host.enabled:
+            return
+        while self.used_blocks > limit:
+            victim = next(
+                (s for s in self._cached if len(self.tables[s][-1].holders) == 1), None
+            )
+            if victim is None:
+                return
+            self._evict(victim)
 
     def _hold(self, block: Block, seq_id: int) -> None:
         if not block.holders:
