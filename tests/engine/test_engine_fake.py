@@ -223,7 +223,10 @@ def test_random_traffic_leaves_nothing_behind(requests):
     asyncio.run(main())
 
 
-def test_a_prompt_refused_twice_is_warmed_for_the_next_asker():
+def test_a_prompt_refused_once_is_warmed_for_the_next_asker():
+    """Idle prefixes leave the KV cells for host RAM (resident cells), so warming the
+    long tail displaces no popular prompt there: the first refusal warms."""
+
     async def main() -> None:
         engine = make_engine()
         try:
@@ -233,11 +236,6 @@ def test_a_prompt_refused_twice_is_warmed_for_the_next_asker():
             tokens = engine.runner.tokenize(prompt)
             with pytest.raises(AdmissionRefusedError):
                 engine.submit(prompt, deadline_s=0.3)
-            await asyncio.sleep(0.05)
-            assert engine.blocks.cached_prefix_len(tokens) == 0  # asked once: the long tail
-            assert not engine.scheduler.has_work()
-            with pytest.raises(AdmissionRefusedError):
-                engine.submit(prompt, deadline_s=0.3)  # asked again: worth warming
             for _ in range(500):
                 if engine.blocks.cached_prefix_len(tokens) and not engine.scheduler.has_work():
                     break

@@ -301,7 +301,8 @@ def test_in_streams_a_sequence_stops_at_its_stream_not_at_the_whole_kv(model_pat
 def test_an_engine_measured_too_slow_measures_again_when_idle(model_path: Path):
     """A start-up calibration taken on a busy machine can leave the model so slow that
     every request is refused, and refusals teach it nothing: after refusing, an idle
-    engine calibrates again and admits what fits (before: refused for good)."""
+    engine measures again (a calibration, or the lone decode step it anchors the overhead
+    to after warming the refused prompt) and admits what fits (before: refused for good)."""
     engine = Engine.from_gguf(model_path, config())
     params = SamplingParams(max_tokens=4)
 
@@ -317,10 +318,9 @@ def test_an_engine_measured_too_slow_measures_again_when_idle(model_path: Path):
         with pytest.raises(AdmissionRefusedError):
             run(ask())
         give_up = time.monotonic() + 60
-        while engine.calibration.calibrations < 2:
-            assert time.monotonic() < give_up, "no re-calibration"
+        while engine.step_model.overhead_s >= 1.0:
+            assert time.monotonic() < give_up, "no re-measurement"
             time.sleep(0.1)
-        assert engine.step_model.overhead_s < 1.0
         done = run(ask())
         assert isinstance(done, Completion)
         assert done.finish_reason in (FinishReason.LENGTH, FinishReason.STOP)

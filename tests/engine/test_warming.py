@@ -9,7 +9,7 @@ from worthit.engine.warming import PrefixWarmer
 
 def warmer(budget: StepBudget) -> tuple[PrefixWarmer, list[list[int]]]:
     queued: list[list[int]] = []
-    config = EngineConfig(warm_after_refusals=1)
+    config = EngineConfig()
     return (
         PrefixWarmer(
             config, PublishedBudget(budget), lambda: 0, lambda _id, tokens: queued.append(tokens)
@@ -19,8 +19,8 @@ def warmer(budget: StepBudget) -> tuple[PrefixWarmer, list[list[int]]]:
 
 
 def test_a_prompt_refused_once_on_an_idle_engine_is_warmed_at_once():
-    """With warm_after_refusals 1, an idle engine warms a refused prompt's full blocks at
-    once (the default, 2, waits for a second refusal)."""
+    """Idle prefixes live in host RAM (resident cells), so warming one displaces no
+    popular prompt from the KV cells: the first refusal warms its full blocks."""
     w, queued = warmer(StepBudget(0.04))
     prompt = list(range(1, 21))  # 20 tokens: two full blocks of 8 before the last token
     assert w.after_refusal(prompt, cached=0)

@@ -91,11 +91,14 @@ class EngineConfig:
     """After refusing a request for its deadline, prefill its prompt's full blocks at
     low priority, so the next question about the same product hits the prefix cache."""
 
-    warm_after_refusals: int = 2
-    """Refusals of the same prompt prefix before it is warmed. Warming a prefix seen
-    once mostly caches the long tail, and every such prefix can evict a popular one
-    (measured on the demo market: warming on the first refusal kept the best sellers'
-    prompts out of a 8,192-cell cache within seconds)."""
+    warm_after_refusals: int = 1
+    """Refusals of the same prompt prefix before it is warmed (into idle time only). It was
+    2 while idle prefixes lived in the KV cells: warming the long tail then evicted the best
+    sellers' prompts from them within seconds. Since `resident_cells` moves idle prefixes to
+    the host tier anyway, a warmed prefix displaces nothing in the cells; on the 2-core
+    Zen 3 EPYC, four sweeps of bench/engine.py: 45 against 40 requests in time at 1 a
+    second (ahead of llama-server in each draw), 45 against 40 at 2, 64 against 71 at 4,
+    76 against 79 at 8 (docs/benchmarks.md)."""
 
     max_sequences_per_tenant: int | None = None
     """Running interactive requests one tenant may hold while another tenant's request of the

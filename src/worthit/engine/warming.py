@@ -3,11 +3,12 @@ questions expected to start with it.
 
 A prompt whose prefill cannot fit a deadline can still be served in time once its shared
 part is in the KV. A caller names the prompts it expects (``warm``); a prompt prefix
-refused for its deadline twice is warmed too (``after_refusal``), but only into idle
-time: warming on the first refusal cached the long tail, and each of those prefixes
-evicted a more popular one (LRU) from an 8,192-cell cache within seconds. Refusals come
-when the engine is busy, so a prefix refused twice then is remembered and warmed when
-the engine is next idle (``warm_deferred``, most recently refused first, one at a time):
+refused for its deadline (``warm_after_refusals`` times, once by default) is warmed too
+(``after_refusal``), but only into idle time. Warming the long tail once evicted the best
+sellers' prompts from the KV cells; now idle prefixes leave the cells for host RAM
+anyway (``EngineConfig.resident_cells``), so a warmed one displaces nothing there.
+Refusals come when the engine is busy, so a prefix refused then is remembered and warmed
+when the engine is next idle (``warm_deferred``, most recently refused first, one at a time):
 warmed only if idle at the refusal itself, the product asked about in a burst stayed cold
 for the questions after it.
 Refusals are counted per block-aligned prefix, not per whole prompt: two questions about
